@@ -1,0 +1,87 @@
+// The one seam between hostprep and the operating system. Every sysfs, procfs, /dev, /run and
+// /etc access goes through a Host rooted at a directory (--root, default "/"), the way ninja's
+// builder only sees a DiskInterface. Paths given to a Host are host paths without the leading
+// slash ("sys/bus/pci/devices"); the Host prefixes its root. Tests hand the core a fake kernel
+// that implements this interface over a fixture tree.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "drivers/error.hpp"
+
+namespace hostprep {
+
+// Never trust st_size on sysfs: read to EOF, but never more than this.
+inline constexpr size_t kDefaultReadCap = 1u << 20;
+
+class Host {
+ public:
+  virtual ~Host() = default;
+
+  // The directory every host path lives under.
+  virtual const std::filesystem::path& root() const = 0;
+  // Where a host path lives on this machine.
+  std::filesystem::path resolve(std::string_view hostPath) const;
+
+  // Reads a whole file up to `cap` bytes (ENOENT when absent, EFBIG when longer than cap).
+  virtual Result<std::string> read(std::string_view path, size_t cap = kDefaultReadCap) const = 0;
+  // The target of a symbolic link, as stored.
+  virtual Result<std::string> readLink(std::string_view path) const = 0;
+  // Names in a directory, sorted; ENOENT when absent.
+  virtual Result<std::vector<std::string>> list(std::string_view dir) const = 0;
+  virtual bool exists(std::string_view path) const = 0;
+
+  // A write to a kernel attribute (sysfs, procfs). With a timeout, the write runs in a child
+  // process; one the kernel has not answered in time returns ETIMEDOUT and is left to finish on
+  // its own, so hostprep reports instead of hanging (an nvidia unbind can block forever).
+  virtual Status writeAttr(std::string_view path, std::string_view data,
+                           std::optional<std::chrono::milliseconds> timeout = std::nullopt) = 0;
+
+  // Files hostprep owns (journal, status, config): temp file in the same directory, fsync,
+  // rename, so a reader never sees a torn or missing file.
+  virtual Status writeFileAtomic(std::string_view path, std::string_view data,
+                                 mode_t mode = 0644) = 0;
+  virtual Status makeDirs(std::string_view path, mode_t mode = 0755) = 0;
+  virtual Status removeFile(std::string_view path) = 0;
+};
+
+// The real operating system under a root directory.
+class RootHost final : public Host {
+ public:
+  explicit RootHost(std::filesystem::path root);
+
+  const std::filesystem::path& root() const override { return root_; }
+  Result<std::string> read(std::string_view path, size_t cap) const override;
+  Result<std::string> readLink(std::string_view path) const override;
+  Result<std::vector<std::string>> list(std::string_view dir) const override;
+  bool exists(std::string_view path) const override;
+  Status writeAttr(std::string_view path, std::string_view data,
+                   std::optional<std::chrono::milliseconds> timeout) override;
+  Status writeFileAtomic(std::string_view path, std::string_view data, mode_t mode) override;
+  Status makeDirs(std::string_view path, mode_t mode) override;
+  Status removeFile(std::string_view path) override;
+
+ private:
+  std::filesystem::path root_;
+};
+
+// Convenience reads for sysfs attributes: trimmed text, or nullopt when absent or unreadable.
+std::optional<std::string> readTrimmed(const Host& host, std::string_view path);
+// The last path component of a link target ("../../../bus/pci/drivers/nvidia" -> "nvidia").
+std::optional<std::string> readLinkName(const Host& host, std::string_view path);
+
+// Joins host path components with '/'.
+std::string hostPath(std::string_view a, std::string_view b);
+template <class... Rest>
+std::string hostPath(std::string_view a, std::string_view b, const Rest&... rest) {
+  return hostPath(hostPath(a, b), rest...);
+}
+
+}  // namespace hostprep

@@ -1,0 +1,104 @@
+#include "drivers/parsers.hpp"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+
+#include "drivers/text.hpp"
+
+namespace hostprep {
+
+bool Cmdline::has(std::string_view key) const {
+  return std::any_of(params.begin(), params.end(), [&](const auto& p) { return p.first == key; });
+}
+
+std::optional<std::string> Cmdline::value(std::string_view key) const {
+  std::optional<std::string> v;
+  for (const auto& p : params) {
+    if (p.first == key) v = p.second;
+  }
+  return v;
+}
+
+Cmdline parseCmdline(std::string_view text) {
+  Cmdline out;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n')) ++i;
+    if (i >= text.size()) break;
+    std::string word;
+    bool quoted = false;
+    while (i < text.size()) {
+      char c = text[i];
+      if (c == '"') {
+        quoted = !quoted;
+        ++i;
+        continue;
+      }
+      if (!quoted && (c == ' ' || c == '\t' || c == '\n')) break;
+      word += c;
+      ++i;
+    }
+    if (word.empty()) continue;
+    auto eq = word.find('=');
+    if (eq == std::string::npos) {
+      out.params.emplace_back(word, std::nullopt);
+    } else {
+      out.params.emplace_back(word.substr(0, eq), word.substr(eq + 1));
+    }
+  }
+  return out;
+}
+
+std::string normalizeModuleName(std::string_view name) {
+  std::string s(name);
+  std::replace(s.begin(), s.end(), '-', '_');
+  return s;
+}
+
+std::set<std::string> parseProcModules(std::string_view text) {
+  std::set<std::string> out;
+  for (auto line : splitLines(text)) {
+    auto words = splitWords(line);
+    if (!words.empty() && isValidModuleName(words[0])) out.insert(normalizeModuleName(words[0]));
+  }
+  return out;
+}
+
+bool isValidModuleName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-';
+  });
+}
+
+std::vector<ModuleAlias> parseModulesAlias(std::string_view text, std::string_view prefix) {
+  std::vector<ModuleAlias> out;
+  for (auto line : splitLines(text)) {
+    auto w = splitWords(line);
+    if (w.size() != 3 || w[0] != "alias") continue;
+    if (!prefix.empty() && !startsWith(w[1], prefix)) continue;
+    out.push_back({std::string(w[1]), std::string(w[2])});
+  }
+  return out;
+}
+
+std::string bestVfioModule(std::string_view modulesAlias, std::string_view modalias) {
+  std::string target(trim(modalias));
+  if (!startsWith(target, "pci:")) return "vfio_pci";
+  target = "vfio_pci:" + target.substr(4);
+  std::string best = "vfio_pci";
+  long bestStars = -1;
+  for (const auto& a : parseModulesAlias(modulesAlias, "vfio_pci:")) {
+    if (::fnmatch(a.pattern.c_str(), target.c_str(), 0) != 0) continue;
+    long stars = std::count(a.pattern.begin(), a.pattern.end(), '*');
+    if (bestStars < 0 || stars < bestStars) {
+      bestStars = stars;
+      best = normalizeModuleName(a.module);
+    }
+  }
+  return best;
+}
+
+}  // namespace hostprep

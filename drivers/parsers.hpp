@@ -1,0 +1,43 @@
+// Pure parsers for kernel text: /proc/cmdline, /proc/modules, modules.alias. Each is a function
+// of a string, tested table-driven; none touches the host.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hostprep {
+
+// The kernel command line as words, with "key=value" split. Quotes group words like the kernel
+// does ("a=\"x y\""). A key given twice keeps its last value, as the kernel's parser does.
+struct Cmdline {
+  std::vector<std::pair<std::string, std::optional<std::string>>> params;
+
+  bool has(std::string_view key) const;
+  std::optional<std::string> value(std::string_view key) const;  // last value
+};
+Cmdline parseCmdline(std::string_view text);
+
+// Module names from /proc/modules (first column), normalised with '-' -> '_'.
+std::set<std::string> parseProcModules(std::string_view text);
+std::string normalizeModuleName(std::string_view name);
+
+// Is this a safe module or driver name to put in a path? [A-Za-z0-9_-], 1..64 chars.
+bool isValidModuleName(std::string_view name);
+
+// One "alias <pattern> <module>" line of modules.alias.
+struct ModuleAlias {
+  std::string pattern;
+  std::string module;
+};
+std::vector<ModuleAlias> parseModulesAlias(std::string_view text, std::string_view prefix = {});
+
+// The best VFIO driver for a device, as NVIDIA's vfio-manage picks it: among "vfio_pci:" aliases
+// whose pattern matches the device's modalias (with "pci:" replaced by "vfio_pci:"), the one with
+// the fewest wildcards; "vfio_pci" when none matches.
+std::string bestVfioModule(std::string_view modulesAlias, std::string_view modalias);
+
+}  // namespace hostprep

@@ -1,0 +1,107 @@
+#include "drivers/pci.hpp"
+
+#include <cstdio>
+
+#include "drivers/text.hpp"
+
+namespace hostprep {
+
+std::string Bdf::str() const {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%x", domain, unsigned{bus}, unsigned{device},
+                unsigned{function});
+  return buf;
+}
+
+std::optional<Bdf> parseBdf(std::string_view s) {
+  // Strictly hex digits in fixed positions: a Bdf must never smuggle "/" or ".." into a path.
+  auto hexField = [](std::string_view f, size_t width) -> std::optional<uint32_t> {
+    if (f.size() != width) return std::nullopt;
+    for (char c : f) {
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
+        return std::nullopt;
+      }
+    }
+    auto v = parseUnsigned(f, 16);
+    if (!v) return std::nullopt;
+    return static_cast<uint32_t>(*v);
+  };
+  Bdf b;
+  if (s.size() == 7) {  // BB:DD.F
+    if (s[2] != ':' || s[5] != '.') return std::nullopt;
+  } else if (s.size() == 12) {
+    if (s[4] != ':' || s[7] != ':' || s[10] != '.') return std::nullopt;
+    auto d = hexField(s.substr(0, 4), 4);
+    if (!d) return std::nullopt;
+    b.domain = *d;
+    s.remove_prefix(5);
+  } else {
+    return std::nullopt;
+  }
+  auto bus = hexField(s.substr(0, 2), 2);
+  auto dev = hexField(s.substr(3, 2), 2);
+  auto fn = hexField(s.substr(6, 1), 1);
+  if (!bus || !dev || !fn || *dev > 0x1f || *fn > 7) return std::nullopt;
+  b.bus = static_cast<uint8_t>(*bus);
+  b.device = static_cast<uint8_t>(*dev);
+  b.function = static_cast<uint8_t>(*fn);
+  return b;
+}
+
+std::optional<PciId> parsePciId(std::string_view s) {
+  auto parts = split(trim(s), ':');
+  if (parts.size() != 2) return std::nullopt;
+  auto v = parseUnsigned(parts[0], 16);
+  auto d = parseUnsigned(parts[1], 16);
+  if (!v || !d || *v > 0xffff || *d > 0xffff) return std::nullopt;
+  return PciId{static_cast<uint16_t>(*v), static_cast<uint16_t>(*d)};
+}
+
+std::string toString(PciId id) {
+  char buf[12];
+  std::snprintf(buf, sizeof buf, "%04x:%04x", unsigned{id.vendor}, unsigned{id.device});
+  return buf;
+}
+
+bool isBridge(uint32_t cls) { return baseClass(cls) == 0x06; }
+
+bool isCompanionClass(uint32_t cls) {
+  uint16_t p = classPrefix(cls);
+  return p == 0x0403 || p == 0x0c03 || p == 0x0c80;
+}
+
+std::string className(uint32_t cls) {
+  switch (classPrefix(cls)) {
+    case 0x0300: return "VGA controller";
+    case 0x0302: return "3D controller";
+    case 0x0403: return "audio device";
+    case 0x0c03: return "USB controller";
+    case 0x0c80: return "serial bus controller";
+    case 0x0108: return "NVMe controller";
+    case 0x0106: return "SATA controller";
+    case 0x0104: return "RAID controller";
+    case 0x0200: return "Ethernet controller";
+    case 0x0207: return "InfiniBand controller";
+    case 0x0604: return "PCI bridge";
+    case 0x0600: return "host bridge";
+    case 0x0680: return "bridge";
+    default: break;
+  }
+  switch (baseClass(cls)) {
+    case 0x01: return "storage controller";
+    case 0x02: return "network controller";
+    case 0x03: return "display controller";
+    case 0x04: return "multimedia device";
+    case 0x06: return "bridge";
+    case 0x0c: return "serial bus controller";
+    default: return "device";
+  }
+}
+
+std::optional<std::string> parseDriverOverride(std::string_view raw) {
+  auto t = trim(raw);
+  if (t.empty() || t == "(null)") return std::nullopt;
+  return std::string(t);
+}
+
+}  // namespace hostprep

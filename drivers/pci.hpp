@@ -1,0 +1,80 @@
+// PCI addresses, ids and class codes, and the pure parsers for what sysfs says about them.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hostprep {
+
+// A PCI address, "DDDD:BB:DD.F". Parsing validates it, so a Bdf is always safe to put in a path.
+struct Bdf {
+  uint32_t domain = 0;
+  uint8_t bus = 0;
+  uint8_t device = 0;
+  uint8_t function = 0;
+
+  std::string str() const;  // "0000:3b:00.0"
+  auto operator<=>(const Bdf&) const = default;
+};
+
+// Accepts "DDDD:BB:DD.F" and the short "BB:DD.F" (domain 0); rejects anything else.
+std::optional<Bdf> parseBdf(std::string_view s);
+
+struct PciId {
+  uint16_t vendor = 0;
+  uint16_t device = 0;
+  auto operator<=>(const PciId&) const = default;
+};
+// "10de:2236" (also upper-case, with 0x prefixes).
+std::optional<PciId> parsePciId(std::string_view s);
+std::string toString(PciId id);
+
+// Class codes are 24 bits: base class, subclass, programming interface.
+namespace pci_class {
+inline constexpr uint32_t kVgaController = 0x030000;
+inline constexpr uint32_t k3dController = 0x030200;
+inline constexpr uint32_t kNvmeController = 0x010802;
+inline constexpr uint32_t kAudioDevice = 0x040300;
+inline constexpr uint32_t kPciBridge = 0x060400;
+inline constexpr uint32_t kOtherBridge = 0x068000;  // NVSwitch
+}  // namespace pci_class
+
+inline constexpr uint16_t kNvidiaVendor = 0x10de;
+
+inline uint8_t baseClass(uint32_t cls) { return static_cast<uint8_t>(cls >> 16); }
+inline uint16_t classPrefix(uint32_t cls) { return static_cast<uint16_t>(cls >> 8); }
+bool isBridge(uint32_t cls);  // any 0x06xxxx
+// Functions that ride along with a GPU: audio (0x0403), USB (0x0c03), serial bus (0x0c80, UCSI).
+bool isCompanionClass(uint32_t cls);
+std::string className(uint32_t cls);  // "VGA controller", "audio device", ...
+
+struct PciFunction {
+  Bdf bdf;
+  PciId id;
+  PciId subsystem;
+  uint32_t classCode = 0;
+  std::optional<std::string> driver;          // the bound driver, nullopt when none
+  std::optional<std::string> driverOverride;  // nullopt when unset ("(null)")
+  std::optional<int> iommuGroup;
+  std::optional<Bdf> physfn;      // set on SR-IOV virtual functions
+  std::vector<Bdf> virtfns;
+  std::optional<int> sriovTotalVfs;
+  std::optional<int> sriovNumVfs;
+  std::optional<bool> sriovDriversAutoprobe;
+  std::optional<bool> bootVga;
+  std::optional<int> numaNode;
+  std::string modalias;
+  std::vector<Bdf> consumers;     // from "consumer:pci:<BDF>" device links
+  std::vector<std::string> mdevTypes;  // mdev_supported_types entries, when an mdev parent
+
+  bool isVf() const { return physfn.has_value(); }
+};
+
+// driver_override reads "(null)" when unset.
+std::optional<std::string> parseDriverOverride(std::string_view raw);
+
+}  // namespace hostprep

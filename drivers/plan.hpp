@@ -1,0 +1,74 @@
+// The switch plan: a pure function of the snapshot and the selection that lists, in order, every
+// write the executor will make and every check it will make after. Dry runs print it; the
+// executor journals it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "drivers/mode.hpp"
+#include "drivers/selection.hpp"
+#include "drivers/snapshot.hpp"
+
+namespace hostprep {
+
+enum class StepKind {
+  kLoadModule,       // arg: module name (through libkmod)
+  kSetOverride,      // bdf, arg: driver name, or "" to clear
+  kUnbind,           // bdf, arg: the driver it is bound to
+  kProbe,            // bdf: write it to drivers_probe
+  kVerifyDriver,     // bdf, arg: the driver that must be bound ("" = any driver but vfio)
+  kVerifyVfioGroup,  // group: /dev/vfio/<group> must exist
+};
+std::string_view toString(StepKind k);
+std::optional<StepKind> parseStepKind(std::string_view s);
+
+struct Step {
+  StepKind kind = StepKind::kProbe;
+  std::optional<Bdf> bdf;
+  std::string arg;
+  std::optional<int> group;
+
+  std::string describe() const;  // "0000:3b:00.0: unbind from nvidia"
+};
+
+// What a device looked like before the plan, and what it should look like after.
+struct DeviceState {
+  std::optional<std::string> driver;
+  std::optional<std::string> driverOverride;
+  bool operator==(const DeviceState&) const = default;
+};
+
+struct DeviceMove {
+  Bdf bdf;
+  Role role = Role::kGpu;
+  std::optional<int> group;
+  DeviceState from;
+  std::string toDriver;  // the driver it must end on; "" = any driver but vfio (companions)
+  bool changes = false;  // false when the device is already where it should be
+};
+
+struct PlanInputs {
+  Mode mode = Mode::kContainer;
+  std::string hostDriver = "nvidia";  // driver name; its module has the same name
+  std::string modulesAlias;           // lib/modules/<release>/modules.alias text ("" if absent)
+};
+
+struct Plan {
+  Mode mode = Mode::kContainer;
+  std::vector<DeviceMove> moves;  // every selected device, in order
+  std::vector<Step> steps;
+
+  bool noop() const { return steps.empty(); }
+};
+
+// The driver a vfio module registers: "vfio_pci" -> "vfio-pci".
+std::string vfioDriverName(std::string_view module);
+bool isVfioDriver(std::string_view driver);
+
+// Fails (exit 1, nothing touched) when the mode cannot be reached from this host, e.g. a device
+// without an IOMMU group for vm-passthrough, or a GPU held by a third driver for container.
+Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs& in);
+
+}  // namespace hostprep

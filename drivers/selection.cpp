@@ -1,0 +1,115 @@
+#include "drivers/selection.hpp"
+
+#include <algorithm>
+
+#include "drivers/text.hpp"
+
+namespace hostprep {
+
+std::string_view toString(Role r) {
+  switch (r) {
+    case Role::kGpu: return "gpu";
+    case Role::kCompanion: return "companion";
+    case Role::kVf: return "vf";
+    case Role::kNvSwitch: return "nvswitch";
+  }
+  return "gpu";
+}
+
+std::string describeFunction(const Snapshot& s, const Bdf& b) {
+  const auto* f = s.find(b);
+  if (!f) return b.str();
+  return b.str() + " (" + toString(f->id) + " " + className(f->classCode) + ")";
+}
+
+std::string GroupProblem::describe(const Snapshot& s) const {
+  std::string g = group ? "IOMMU group " + std::to_string(*group) : "the IOMMU group";
+  std::string msg = g + " of GPU " + gpu.str();
+  if (holdsRootDisk) {
+    msg += " holds the root filesystem's disk";
+    if (s.rootDiskPci) msg += " " + describeFunction(s, *s.rootDiskPci);
+  }
+  if (!foreign.empty()) {
+    std::vector<std::string> names;
+    for (const auto& b : foreign) names.push_back(describeFunction(s, b));
+    msg += std::string(holdsRootDisk ? " and" : "") + " also holds " + join(names, ", ");
+  }
+  return msg;
+}
+
+bool isSelectedGpu(const PciFunction& f, const SelectionOptions& opt) {
+  if (f.isVf()) return false;
+  if (!opt.gpuIds.empty()) {
+    return std::find(opt.gpuIds.begin(), opt.gpuIds.end(), f.id) != opt.gpuIds.end();
+  }
+  uint16_t p = classPrefix(f.classCode);
+  return f.id.vendor == kNvidiaVendor && (p == 0x0300 || p == 0x0302);
+}
+
+std::vector<Bdf> Selection::gpus() const {
+  std::vector<Bdf> out;
+  for (const auto& t : targets) {
+    if (t.role == Role::kGpu || t.role == Role::kNvSwitch) out.push_back(t.bdf);
+  }
+  return out;
+}
+
+const Target* Selection::find(const Bdf& b) const {
+  for (const auto& t : targets) {
+    if (t.bdf == b) return &t;
+  }
+  return nullptr;
+}
+
+Result<Selection> selectDevices(const Snapshot& s, const SelectionOptions& opt) {
+  std::vector<const PciFunction*> gpus;
+  for (const auto& f : s.pci) {
+    if (isSelectedGpu(f, opt)) gpus.push_back(&f);
+  }
+  if (!opt.devices.empty()) {
+    std::vector<const PciFunction*> picked;
+    for (const auto& b : opt.devices) {
+      const auto* f = s.find(b);
+      if (!f) {
+        return usageError("--devices: " + b.str() + ": no such PCI function",
+                          "list them with: ls /sys/bus/pci/devices");
+      }
+      if (std::find(gpus.begin(), gpus.end(), f) == gpus.end()) {
+        return usageError("--devices: " + describeFunction(s, b) + " is not a selected GPU",
+                          "name a GPU, or widen the rule with --gpu-ids VVVV:DDDD");
+      }
+      picked.push_back(f);
+    }
+    gpus = picked;
+  }
+
+  Selection sel;
+  auto add = [&](const PciFunction& f, Role role) {
+    if (sel.find(f.bdf)) return;
+    sel.targets.push_back({f.bdf, role, f.iommuGroup});
+  };
+  for (const auto* g : gpus) {
+    add(*g, classPrefix(g->classCode) == 0x0680 ? Role::kNvSwitch : Role::kGpu);
+  }
+  for (const auto* g : gpus) {
+    GroupProblem problem{g->iommuGroup, g->bdf, {}, false};
+    std::vector<const PciFunction*> members;
+    if (g->iommuGroup) members = s.groupMembers(*g->iommuGroup);
+    for (const auto& c : g->consumers) {
+      if (const auto* f = s.find(c)) members.push_back(f);
+    }
+    for (const auto* m : members) {
+      if (s.rootDiskPci && m->bdf == *s.rootDiskPci) problem.holdsRootDisk = true;
+      if (m->bdf == g->bdf || isBridge(m->classCode)) continue;
+      if (m->id.vendor == g->id.vendor || isCompanionClass(m->classCode)) {
+        add(*m, Role::kCompanion);
+      } else {
+        problem.foreign.push_back(m->bdf);
+      }
+    }
+    if (problem.holdsRootDisk || !problem.foreign.empty()) sel.problems.push_back(problem);
+  }
+  return sel;
+}
+
+}  // namespace hostprep

@@ -1,0 +1,152 @@
+#include "drivers/snapshot.hpp"
+
+#include <algorithm>
+
+#include "drivers/text.hpp"
+
+namespace hostprep {
+namespace {
+
+std::optional<uint32_t> readHex(const Host& host, const std::string& path) {
+  auto t = readTrimmed(host, path);
+  if (!t) return std::nullopt;
+  auto v = parseUnsigned(*t, 16);
+  if (!v || *v > 0xffffffffu) return std::nullopt;
+  return static_cast<uint32_t>(*v);
+}
+
+std::optional<int> readInt(const Host& host, const std::string& path) {
+  auto t = readTrimmed(host, path);
+  if (!t) return std::nullopt;
+  auto v = parseSigned(*t);
+  if (!v || *v < -1 || *v > 1'000'000) return std::nullopt;
+  return static_cast<int>(*v);
+}
+
+// The root filesystem's block device, from mountinfo "maj:min" -> sys/dev/block/<maj:min>, then
+// the last PCI address in the resolved device path.
+std::optional<Bdf> findRootDiskPci(const Host& host) {
+  auto mi = host.read("proc/self/mountinfo");
+  if (!mi) return std::nullopt;
+  std::string majmin;
+  for (auto line : splitLines(*mi)) {
+    auto w = splitWords(line);
+    if (w.size() > 4 && w[4] == "/") majmin = std::string(w[2]);
+  }
+  if (majmin.empty()) return std::nullopt;
+  auto link = host.readLink(hostPath("sys/dev/block", majmin));
+  if (!link) return std::nullopt;
+  std::optional<Bdf> last;
+  for (auto part : split(*link, '/')) {
+    if (auto b = parseBdf(part)) last = b;
+  }
+  return last;
+}
+
+}  // namespace
+
+std::string pciDevicePath(const Bdf& bdf) { return hostPath("sys/bus/pci/devices", bdf.str()); }
+std::string pciDriverPath(std::string_view driver) { return hostPath("sys/bus/pci/drivers", driver); }
+
+std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf) {
+  const std::string dir = pciDevicePath(bdf);
+  if (!host.exists(dir)) return std::nullopt;
+  auto at = [&](std::string_view name) { return hostPath(dir, name); };
+  PciFunction f;
+  f.bdf = bdf;
+  f.id.vendor = static_cast<uint16_t>(readHex(host, at("vendor")).value_or(0));
+  f.id.device = static_cast<uint16_t>(readHex(host, at("device")).value_or(0));
+  f.subsystem.vendor = static_cast<uint16_t>(readHex(host, at("subsystem_vendor")).value_or(0));
+  f.subsystem.device = static_cast<uint16_t>(readHex(host, at("subsystem_device")).value_or(0));
+  f.classCode = readHex(host, at("class")).value_or(0) & 0xffffff;
+  f.driver = readLinkName(host, at("driver"));
+  if (auto o = host.read(at("driver_override"), 4096)) f.driverOverride = parseDriverOverride(*o);
+  if (auto g = readLinkName(host, at("iommu_group"))) {
+    if (auto v = parseSigned(*g); v && *v >= 0 && *v < 1'000'000) f.iommuGroup = static_cast<int>(*v);
+  }
+  if (auto pf = readLinkName(host, at("physfn"))) f.physfn = parseBdf(*pf);
+  f.sriovTotalVfs = readInt(host, at("sriov_totalvfs"));
+  f.sriovNumVfs = readInt(host, at("sriov_numvfs"));
+  if (auto a = readInt(host, at("sriov_drivers_autoprobe"))) f.sriovDriversAutoprobe = *a != 0;
+  if (auto v = readInt(host, at("boot_vga"))) f.bootVga = *v != 0;
+  f.numaNode = readInt(host, at("numa_node"));
+  f.modalias = readTrimmed(host, at("modalias")).value_or("");
+  if (auto entries = host.list(dir)) {
+    for (const auto& name : *entries) {
+      if (startsWith(name, "virtfn")) {
+        if (auto vf = readLinkName(host, at(name))) {
+          if (auto b = parseBdf(*vf)) f.virtfns.push_back(*b);
+        }
+      } else if (startsWith(name, "consumer:pci:")) {
+        if (auto b = parseBdf(std::string_view(name).substr(13))) f.consumers.push_back(*b);
+      }
+    }
+    std::sort(f.virtfns.begin(), f.virtfns.end());
+  }
+  if (auto types = host.list(at("mdev_supported_types"))) f.mdevTypes = *types;
+  return f;
+}
+
+Result<Snapshot> readSnapshot(const Host& host) {
+  auto devices = host.list("sys/bus/pci/devices");
+  if (!devices) {
+    Error e = devices.error();
+    e.advice = "is " + host.root().string() + " the root of a Linux host? --root must point at one";
+    return e;
+  }
+  Snapshot s;
+  for (const auto& name : *devices) {
+    auto bdf = parseBdf(name);
+    if (!bdf) continue;
+    if (auto f = readPciFunction(host, *bdf)) s.pci.push_back(std::move(*f));
+  }
+  std::sort(s.pci.begin(), s.pci.end(), [](auto& a, auto& b) { return a.bdf < b.bdf; });
+
+  if (auto groups = host.list("sys/kernel/iommu_groups")) {
+    for (const auto& g : *groups) {
+      auto n = parseSigned(g);
+      if (!n || *n < 0 || *n >= 1'000'000) continue;
+      auto& members = s.iommuGroups[static_cast<int>(*n)];
+      if (auto devs = host.list(hostPath("sys/kernel/iommu_groups", g, "devices"))) {
+        for (const auto& d : *devs) {
+          if (auto b = parseBdf(d)) members.push_back(*b);
+        }
+      }
+    }
+  }
+  if (auto m = host.read("proc/modules")) s.loadedModules = parseProcModules(*m);
+  if (auto d = host.list("sys/bus/pci/drivers")) s.pciDrivers.insert(d->begin(), d->end());
+  s.kernelRelease = readTrimmed(host, "proc/sys/kernel/osrelease").value_or("");
+  s.cmdlineText = readTrimmed(host, "proc/cmdline").value_or("");
+  s.cmdline = parseCmdline(s.cmdlineText);
+  s.rootDiskPci = findRootDiskPci(host);
+  return s;
+}
+
+const PciFunction* Snapshot::find(const Bdf& bdf) const {
+  auto it = std::lower_bound(pci.begin(), pci.end(), bdf,
+                             [](const PciFunction& f, const Bdf& b) { return f.bdf < b; });
+  return it != pci.end() && it->bdf == bdf ? &*it : nullptr;
+}
+
+bool Snapshot::moduleLoaded(std::string_view module) const {
+  return loadedModules.count(normalizeModuleName(module)) != 0;
+}
+
+std::vector<const PciFunction*> Snapshot::groupMembers(int group) const {
+  std::vector<const PciFunction*> out;
+  auto it = iommuGroups.find(group);
+  if (it != iommuGroups.end()) {
+    for (const auto& b : it->second) {
+      if (const auto* f = find(b)) out.push_back(f);
+    }
+  }
+  if (out.empty()) {
+    for (const auto& f : pci) {
+      if (f.iommuGroup == group) out.push_back(&f);
+    }
+  }
+  return out;
+}
+
+}  // namespace hostprep

@@ -1,0 +1,44 @@
+// The host, read once: PCI functions, IOMMU groups, loaded modules, kernel release and command
+// line. Everything downstream (checks, plan, status) is a pure function of a Snapshot.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "drivers/host.hpp"
+#include "drivers/parsers.hpp"
+#include "drivers/pci.hpp"
+
+namespace hostprep {
+
+struct Snapshot {
+  std::vector<PciFunction> pci;                 // sorted by BDF
+  std::map<int, std::vector<Bdf>> iommuGroups;  // from sys/kernel/iommu_groups
+  std::set<std::string> loadedModules;          // proc/modules, normalised names
+  std::set<std::string> pciDrivers;             // sys/bus/pci/drivers
+  std::string kernelRelease;                    // proc/sys/kernel/osrelease; empty if unknown
+  std::string cmdlineText;
+  Cmdline cmdline;
+  std::optional<Bdf> rootDiskPci;  // the PCI function behind the root filesystem, if found
+
+  const PciFunction* find(const Bdf& bdf) const;
+  bool moduleLoaded(std::string_view module) const;
+  // Functions in a group, as recorded by the kernel (falls back to matching iommu_group links).
+  std::vector<const PciFunction*> groupMembers(int group) const;
+};
+
+// Reads the host. Absent files are states (no IOMMU, no SR-IOV, no driver), never errors; the
+// only error is a host without sys/bus/pci at all, which is not a Linux root.
+Result<Snapshot> readSnapshot(const Host& host);
+
+// Reads one PCI function (used by the executor to verify a step against the live kernel).
+std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf);
+
+// Host paths of a PCI function's attributes.
+std::string pciDevicePath(const Bdf& bdf);                       // sys/bus/pci/devices/<bdf>
+std::string pciDriverPath(std::string_view driver);              // sys/bus/pci/drivers/<drv>
+
+}  // namespace hostprep

@@ -1,0 +1,41 @@
+// Small pure string helpers shared by the parsers.
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hostprep {
+
+inline bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+inline bool endsWith(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+inline std::string_view trim(std::string_view s) {
+  const char* ws = " \t\r\n\v\f";
+  auto b = s.find_first_not_of(ws);
+  if (b == std::string_view::npos) return {};
+  auto e = s.find_last_not_of(ws);
+  return s.substr(b, e - b + 1);
+}
+
+// Splits on '\n'; a trailing newline does not make an empty last line.
+std::vector<std::string_view> splitLines(std::string_view s);
+// Splits on runs of whitespace; no empty fields.
+std::vector<std::string_view> splitWords(std::string_view s);
+// Splits on a separator, keeping empty fields.
+std::vector<std::string_view> split(std::string_view s, char sep);
+
+// Parses an unsigned number in the given base, with an optional "0x" prefix for base 16.
+// The whole (trimmed) string must be consumed.
+std::optional<uint64_t> parseUnsigned(std::string_view s, int base = 10);
+std::optional<int64_t> parseSigned(std::string_view s);
+
+std::string toLower(std::string_view s);
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+
+}  // namespace hostprep
