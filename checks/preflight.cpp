@@ -368,13 +368,26 @@ CheckResult checkHostDriver(const std::map<std::string, ModuleFacts>& mods, cons
 
 namespace {
 
-CheckResult checkNouveauLoaded(const PlatformFacts& p, const BootConfig& boot) {
+CheckResult checkNouveauLoaded(const PlatformFacts& p, const Snapshot* s, const BootConfig& boot) {
   const char* id = "modules.nouveau";
   auto it = p.modules.find("nouveau");
   const bool loaded = it != p.modules.end() && it->second.loaded;
   if (loaded) {
     return makeCheck(id, CheckStatus::kFail, "nouveau is loaded: it claims NVIDIA GPUs before nvidia or vfio-pci",
                      nouveauBlacklistRemedy());
+  }
+  // A nouveau built into the kernel is not in /proc/modules, but the devices it drives say so.
+  if (s) {
+    std::vector<std::string> bound;
+    for (const auto& f : s->pci) {
+      if (f.driver == "nouveau") bound.push_back(f.bdf.str());
+    }
+    if (!bound.empty()) {
+      return makeCheck(id, CheckStatus::kFail, "nouveau (built in) drives " + join(bound, ", "),
+                       "add \"modprobe.blacklist=nouveau nouveau.modeset=0\" to GRUB_CMDLINE_LINUX in "
+                       "/etc/default/grub, then run update-grub (or grub2-mkconfig -o /boot/grub2/grub.cfg) and "
+                       "reboot; better, use a kernel with CONFIG_DRM_NOUVEAU=m");
+    }
   }
   const bool available = it != p.modules.end() && it->second.available();
   if (boot.blacklisted("nouveau")) return makeCheck(id, CheckStatus::kPass, "not loaded; blacklisted in modprobe.d");
@@ -842,7 +855,7 @@ Result<PreflightReport> preflightHost(const HostFacts& f, const PreflightRequest
   c.push_back(checkVfioModules(p.modules, p.kernelRelease, mode));
   c.push_back(checkVgpuModules(p.modules, mode));
   c.push_back(checkHostDriver(p.modules, req.selection.hostDriver, mode));
-  c.push_back(checkNouveauLoaded(p, f.boot));
+  c.push_back(checkNouveauLoaded(p, s, f.boot));
   c.push_back(checkGpusPresent(s, f.snapshotError, selp, req.selection));
   c.push_back(checkGroups(s, selp, mode));
   c.push_back(checkSriov(s, selp, mode));

@@ -1,7 +1,9 @@
 // hostprep preflight as users see it: exit codes, aligned text, colour rules, golden JSON.
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "drivers/text.hpp"
@@ -146,4 +148,45 @@ TEST_CASE("preflight on a busybox-like guest and an empty root reports, never cr
   auto r = runHostprep({"preflight", "--root", empty.root().string()});
   CHECK(r.exitCode == 1);
   CHECK(r.err.empty());
+}
+
+TEST_CASE("preflight JSON follows checks/preflight.schema.json", "[cli][preflight]") {
+  const auto schema = nlohmann::json::parse(
+      readFile(std::filesystem::path(HOSTPREP_FIXTURES_DIR).parent_path().parent_path() / "checks" /
+               "preflight.schema.json"));
+  const auto& item = schema["properties"]["checks"]["items"];
+  std::set<std::string> schemaIds(item["properties"]["id"]["enum"].begin(), item["properties"]["id"]["enum"].end());
+  std::set<std::string> statuses(item["properties"]["status"]["enum"].begin(), item["properties"]["status"]["enum"].end());
+  std::set<std::string> modes(schema["properties"]["mode"]["enum"].begin(), schema["properties"]["mode"]["enum"].end());
+  std::set<std::string> seen;
+  auto validate = [&](const std::vector<std::string>& args) {
+    auto r = runHostprep(args);
+    INFO(r.out << r.err);
+    auto j = nlohmann::json::parse(r.out);
+    for (const auto& k : schema["required"]) CHECK(j.contains(k.get<std::string>()));
+    CHECK(j.size() == schema["properties"].size());
+    CHECK(modes.count(j["mode"]));
+    std::map<std::string, int> counts;
+    for (const auto& c : j["checks"]) {
+      CHECK(c.size() == 5);
+      CHECK(schemaIds.count(c["id"]));
+      CHECK(statuses.count(c["status"]));
+      seen.insert(c["id"].get<std::string>());
+      ++counts[c["status"]];
+      if (c["status"] == "warn" || c["status"] == "fail") {
+        CHECK(c["remedy"].is_string());
+        CHECK_FALSE(c["remedy"].get<std::string>().empty());
+      }
+    }
+    for (const auto& s : statuses) CHECK(j["summary"][s] == counts[s]);
+    CHECK(j["summary"]["ok"] == (counts["fail"] == 0));
+    CHECK(r.exitCode == (counts["fail"] == 0 ? 0 : 1));
+  };
+  Fixture host("preflight-no-ir"), image("preflight-image-bare");
+  for (const char* mode : {"container", "vm-passthrough", "vm-vgpu"}) {
+    validate({"preflight", "--output", "json", "--mode", mode, "--root", host.root().string()});
+    validate({"preflight", "--output", "json", "--mode", mode, "--image", "--root", image.root().string()});
+  }
+  // Every id the schema names is produced, and nothing else.
+  CHECK(seen == schemaIds);
 }

@@ -173,6 +173,15 @@ TEST_CASE("nouveau loaded is a FAIL with the blacklist remedy, in every mode", "
   }
 }
 
+TEST_CASE("a built-in nouveau is found through the devices it drives", "[preflight]") {
+  Fixture fx("preflight-nouveau");
+  fx.write("proc/modules", "kvm 16384 0 - Live 0x0\n");  // built in: not a loaded module
+  const auto n = check(preflightOn(fx, Mode::kVmPassthrough), "modules.nouveau");
+  CHECK(n.status == CheckStatus::kFail);
+  CHECK(n.detail == "nouveau (built in) drives 0000:3b:00.0");
+  CHECK_THAT(n.remedy, Catch::StartsWith("add \"modprobe.blacklist=nouveau nouveau.modeset=0\" to GRUB_CMDLINE_LINUX"));
+}
+
 TEST_CASE("a group shared with an NVMe and a NIC fails naming them", "[preflight]") {
   Fixture fx("preflight-nvme-group");
   auto r = preflightOn(fx, Mode::kVmPassthrough);
