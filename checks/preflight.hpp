@@ -111,7 +111,7 @@ CheckResult checkVgpuModules(const std::map<std::string, ModuleFacts>& mods, Mod
 CheckResult checkHostDriver(const std::map<std::string, ModuleFacts>& mods, const std::string& driver,
                             Mode mode);
 
-// nouveau in the boot configuration: blacklisted, or not.
+// The exact lines that keep nouveau off the GPUs.
 std::string nouveauBlacklistRemedy();
 
 CheckResult makeCheck(std::string_view id, CheckStatus status, std::string detail,
