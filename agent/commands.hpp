@@ -1,10 +1,17 @@
 // One function per subcommand; main.cpp holds the table.
 #pragma once
 
+#include <optional>
+
 #include "agent/context.hpp"
+#include "drivers/mode.hpp"
 
 namespace hostprep {
 
 int cmdPrepare(Context& ctx, const std::vector<std::string>& args);
+int cmdPreflight(Context& ctx, const std::vector<std::string>& args);
+// The node's configured mode for preflight's default (etc/hostprep/config.yaml); nullopt until the
+// config reader is wired in.
+std::optional<Mode> configuredPreflightMode(const Context& ctx);
 
 }  // namespace hostprep

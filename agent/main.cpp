@@ -16,6 +16,7 @@ namespace {
 
 constexpr Command kCommands[] = {
     {"prepare", "move the selected GPUs and their companions to the mode's driver", cmdPrepare},
+    {"preflight", "check every host prerequisite of a mode and say how to fix it", cmdPreflight},
 };
 
 size_t editDistance(std::string_view a, std::string_view b) {

@@ -214,4 +214,83 @@ Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args)
   return o;
 }
 
+// ---- preflight ----
+namespace {
+po::options_description preflightDescription() {
+  po::options_description d("preflight options");
+  d.add_options()
+      ("mode", po::value<std::string>(),
+       "container | vm-passthrough | vm-vgpu (default: the configured mode, else vm-passthrough)")
+      ("image", "judge --root as an image root: read its boot configuration, skip hardware checks")
+      ("devices", po::value<std::string>(), "only these GPUs, BDF,... (companions follow)")
+      ("gpu-ids", po::value<std::string>(), "select VVVV:DDDD,... instead of NVIDIA GPUs")
+      ("host-driver", po::value<std::string>()->default_value("nvidia"),
+       "the datacenter driver for container mode")
+      ("color", po::value<std::string>()->default_value("auto"),
+       "auto | always | never (auto: only on a terminal, and not when NO_COLOR is set)")
+      ("help,h", "show help");
+  return d;
+}
+}  // namespace
+
+std::string preflightHelp() {
+  std::ostringstream s;
+  s << "usage: hostprep preflight [--mode M] [--image] [options]\n\n"
+       "Checks every host prerequisite of a mode (CPU virtualization, IOMMU in firmware and kernel,\n"
+       "kernel arguments, interrupt remapping, modules, IOMMU groups, SR-IOV, boot persistence) and\n"
+       "says exactly how to fix each problem. With --image, checks an image root's configuration.\n\n"
+    << preflightDescription()
+    << "\nExit codes: 0 no check failed, 1 a check failed, 2 usage error.\n";
+  return s.str();
+}
+
+Result<PreflightOptions> parsePreflightOptions(const std::vector<std::string>& args) {
+  auto desc = preflightDescription();
+  auto vm = parseWith([&] { return po::command_line_parser(args).options(desc).run(); }, "preflight");
+  if (!vm) return vm.error();
+  PreflightOptions o;
+  if (vm->count("help")) {
+    o.help = true;
+    return o;
+  }
+  if (vm->count("mode")) {
+    const auto mode = (*vm)["mode"].as<std::string>();
+    auto m = parseMode(mode);
+    if (!m) {
+      return usageError("--mode: '" + mode + "' is not a mode",
+                        "choose one of " + std::string(kModeChoices));
+    }
+    o.mode = *m;
+  }
+  o.image = vm->count("image") != 0;
+  if (vm->count("devices")) {
+    if (o.image) {
+      return usageError("--devices: an image has no PCI devices",
+                        "select by id with --gpu-ids VVVV:DDDD, or drop --image");
+    }
+    auto d = parseBdfList("devices", (*vm)["devices"].as<std::string>());
+    if (!d) return d.error();
+    o.selection.devices = *d;
+  }
+  if (vm->count("gpu-ids")) {
+    auto ids = parsePciIdList("gpu-ids", (*vm)["gpu-ids"].as<std::string>());
+    if (!ids) return ids.error();
+    o.selection.gpuIds = *ids;
+  }
+  auto drv = parseDriverName("host-driver", (*vm)["host-driver"].as<std::string>());
+  if (!drv) return drv.error();
+  o.selection.hostDriver = *drv;
+  const auto color = (*vm)["color"].as<std::string>();
+  if (color == "auto") {
+    o.color = ColorChoice::kAuto;
+  } else if (color == "always") {
+    o.color = ColorChoice::kAlways;
+  } else if (color == "never") {
+    o.color = ColorChoice::kNever;
+  } else {
+    return usageError("--color: '" + color + "' is not a choice", "use --color auto, always or never");
+  }
+  return o;
+}
+
 }  // namespace hostprep

@@ -42,4 +42,17 @@ struct PrepareOptions {
 Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args);
 std::string prepareHelp();
 
+// ---- preflight ----
+enum class ColorChoice { kAuto, kAlways, kNever };
+
+struct PreflightOptions {
+  std::optional<Mode> mode;  // --mode; unset: the configured mode, else vm-passthrough
+  bool image = false;        // --image: judge --root as an image, not a running host
+  SelectionOptions selection;
+  ColorChoice color = ColorChoice::kAuto;
+  bool help = false;
+};
+Result<PreflightOptions> parsePreflightOptions(const std::vector<std::string>& args);
+std::string preflightHelp();
+
 }  // namespace hostprep
