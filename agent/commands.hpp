@@ -6,5 +6,8 @@
 namespace hostprep {
 
 int cmdPrepare(Context& ctx, const std::vector<std::string>& args);
+int cmdStatus(Context& ctx, const std::vector<std::string>& args);
+int cmdAgent(Context& ctx, const std::vector<std::string>& args);
+int cmdPersist(Context& ctx, const std::vector<std::string>& args);
 
 }  // namespace hostprep
