@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/commands.hpp"
+#include "agent/config.hpp"
 #include "agent/options.hpp"
 #include "checks/image.hpp"
 #include "checks/preflight.hpp"
@@ -91,11 +92,10 @@ int fail(Context& ctx, const Error& e) {
 
 }  // namespace
 
-// The mode configured for this node (etc/hostprep/config.yaml under --root). Not wired yet: the
-// config reader lands separately; until then preflight falls back to --mode or vm-passthrough.
+// The mode configured for this node (etc/hostprep/config.yaml under --root), if any.
 std::optional<Mode> configuredPreflightMode(const Context& ctx) {
-  (void)ctx;
-  return std::nullopt;
+  RootHost host(ctx.global.root);
+  return configuredMode(host);
 }
 
 int cmdPreflight(Context& ctx, const std::vector<std::string>& args) {

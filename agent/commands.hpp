@@ -10,8 +10,10 @@ namespace hostprep {
 
 int cmdPrepare(Context& ctx, const std::vector<std::string>& args);
 int cmdPreflight(Context& ctx, const std::vector<std::string>& args);
-// The node's configured mode for preflight's default (etc/hostprep/config.yaml); nullopt until the
-// config reader is wired in.
+// The node's configured mode for preflight's default (etc/hostprep/config.yaml), if any.
 std::optional<Mode> configuredPreflightMode(const Context& ctx);
+int cmdStatus(Context& ctx, const std::vector<std::string>& args);
+int cmdAgent(Context& ctx, const std::vector<std::string>& args);
+int cmdPersist(Context& ctx, const std::vector<std::string>& args);
 
 }  // namespace hostprep
