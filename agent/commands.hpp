@@ -6,5 +6,6 @@
 namespace hostprep {
 
 int cmdPrepare(Context& ctx, const std::vector<std::string>& args);
+int cmdCheckNode(Context& ctx, const std::vector<std::string>& args);
 
 }  // namespace hostprep

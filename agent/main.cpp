@@ -16,6 +16,7 @@ namespace {
 
 constexpr Command kCommands[] = {
     {"prepare", "move the selected GPUs and their companions to the mode's driver", cmdPrepare},
+    {"check-node", "check node labels against advertised resources (cluster side)", cmdCheckNode},
 };
 
 size_t editDistance(std::string_view a, std::string_view b) {
