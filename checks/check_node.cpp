@@ -283,8 +283,9 @@ Result<std::vector<StatusView>> readStatuses(const std::vector<Document>& docs) 
           const json* role = at(dev, {"role"});
           const json* vendor = at(dev, {"vendor"});
           const json* device = at(dev, {"device"});
-          auto v = vendor ? hexId(*vendor) : std::nullopt;
-          auto id = device ? hexId(*device) : std::nullopt;
+          std::optional<uint16_t> v, id;
+          if (vendor) v = hexId(*vendor);
+          if (device) id = hexId(*device);
           if (const json* r = at(dev, {"resource"}); r && r->is_string() && id) {
             s.resourceDevice[r->get<std::string>()] = *id;
           }
@@ -470,6 +471,7 @@ std::string modeRule(Mode m) {
 }
 
 struct Checker {
+  explicit Checker(const CheckNodeInput& input) : in(input) {}
   const CheckNodeInput& in;
   Policy policy;
   std::vector<StatusView> statuses;
@@ -1341,7 +1343,7 @@ void Checker::checkWorkloads() {
 }  // namespace
 
 Result<CheckNodeReport> checkNodes(const CheckNodeInput& in) {
-  Checker c{in, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  Checker c(in);
   auto policy = readPolicy(in.clusterPolicy, c.report.clusterFindings);
   if (!policy) return policy.error();
   c.policy = *policy;

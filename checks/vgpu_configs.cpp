@@ -7,6 +7,14 @@ namespace {
 
 using nlohmann::json;
 
+// "'<json>'" (built by appending: GCC 12 warns falsely on "literal" + std::string&&).
+std::string quoted(const json& v) {
+  std::string s(1, '\'');
+  s += v.dump();
+  s += '\'';
+  return s;
+}
+
 Error bad(const Document& doc, const std::string& where, const std::string& problem) {
   return usageError(doc.source + ": " + where + ": " + problem,
                     "write the vgpu-device-manager format: version: v1, vgpu-configs: {NAME: "
@@ -29,8 +37,9 @@ Result<VgpuConfigEntry> readEntry(const Document& doc, const std::string& where,
     std::vector<json> items = f->is_array() ? f->get<std::vector<json>>() : std::vector<json>{*f};
     for (const auto& item : items) {
       auto text = scalarText(item);
-      auto id = text ? parseFilter(*text) : std::nullopt;
-      if (!id) return bad(doc, where + ".device-filter", "'" + item.dump() + "' is not a PCI device id");
+      std::optional<PciId> id;
+      if (text) id = parseFilter(*text);
+      if (!id) return bad(doc, where + ".device-filter", quoted(item) + " is not a PCI device id");
       out.deviceFilter.push_back(*id);
     }
   }
@@ -41,7 +50,7 @@ Result<VgpuConfigEntry> readEntry(const Document& doc, const std::string& where,
     out.allDevices = false;
     for (const auto& d : *devices) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > 1024) {
-        return bad(doc, where + ".devices", "'" + d.dump() + "' is not a GPU index");
+        return bad(doc, where + ".devices", quoted(d) + " is not a GPU index");
       }
       out.devices.push_back(static_cast<int>(d.get<int64_t>()));
     }
@@ -54,7 +63,7 @@ Result<VgpuConfigEntry> readEntry(const Document& doc, const std::string& where,
     auto text = scalarText(n);
     auto count = text ? parseUnsigned(*text) : std::nullopt;
     if (!count || *count > 1024) {
-      return bad(doc, where + ".vgpu-devices." + type, "'" + n.dump() + "' is not a count");
+      return bad(doc, where + ".vgpu-devices." + type, quoted(n) + " is not a count");
     }
     out.vgpuDevices.emplace_back(type, static_cast<int>(*count));
   }
@@ -78,7 +87,7 @@ Result<VgpuConfigs> readVgpuConfigs(const Document& doc) {
   }
   const json* version = at(doc.body, {"version"});
   if (version && scalarText(*version) != std::optional<std::string>("v1")) {
-    return bad(doc, "version", "'" + version->dump() + "' is not v1");
+    return bad(doc, "version", quoted(*version) + " is not v1");
   }
   const json* configs = at(doc.body, {"vgpu-configs"});
   if (!configs || !configs->is_object()) return bad(doc, "vgpu-configs", "missing or not a mapping");

@@ -3,7 +3,9 @@
 #include "checks/check_node.hpp"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 using namespace hostprep;
@@ -349,4 +351,29 @@ TEST_CASE("the JSON report follows its schema's shape", "[check-node]") {
     if (f["id"] == "cluster-policy-assumed") CHECK(f["node"].is_null());
   }
   CHECK(seen);
+}
+
+TEST_CASE("every finding id the checker emits is listed in the JSON schema", "[check-node]") {
+  std::ifstream f(std::string(HOSTPREP_FIXTURES_DIR) + "/../../checks/check-node.schema.json");
+  REQUIRE(f);
+  auto schema = nlohmann::json::parse(f);
+  const auto& known = schema["$defs"]["findingId"]["enum"];
+  auto in = cleanInput();
+  in.clusterPolicy.reset();
+  in.kubevirt = one("broken/kubevirt-not-external.yaml");
+  auto more = load("broken/labels-ignored.json");
+  in.nodes.insert(in.nodes.end(), more.begin(), more.end());
+  in.nodes.push_back(load("broken/vgpu-a10-4q-four.yaml").front());
+  in.nodes.push_back(load("broken/passthrough-with-gpu.json").front());
+  auto vmi = load("broken/vmi-a10.yaml");
+  vmi.front().body["spec"]["domain"]["devices"]["gpus"][0]["deviceName"] = "nvidia.com/GH100_H100_PCIE";
+  in.workloads.insert(in.workloads.end(), vmi.begin(), vmi.end());
+  auto r = check(in);
+  std::set<std::string> seen;
+  for (const auto& x : all(r)) seen.insert(x.id);
+  CHECK(seen.size() >= 10);
+  for (const auto& id : seen) {
+    INFO(id);
+    CHECK(std::find(known.begin(), known.end(), id) != known.end());
+  }
 }
