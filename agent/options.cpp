@@ -1,5 +1,6 @@
 #include "agent/options.hpp"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <sstream>
 
@@ -503,6 +504,91 @@ Result<PersistOptions> parsePersistOptions(const std::vector<std::string>& args)
   o.dryRun = vm->count("dry-run") != 0;
   if (auto s = readConfigFlag(*vm, o.configPath, o.configGiven); !s) return s.error();
   if (auto s = readSelectionFlags(*vm, o.selection); !s) return s.error();
+  return o;
+}
+
+}  // namespace hostprep
+
+// ---- check-node -------------------------------------------------------------------------------
+
+namespace hostprep {
+namespace {
+po::options_description checkNodeDescription() {
+  po::options_description d("check-node options");
+  d.add_options()
+      ("cluster-policy", po::value<std::string>(),
+       "the GPU Operator ClusterPolicy (kubectl get clusterpolicies -o json)")
+      ("kubevirt", po::value<std::string>(), "the KubeVirt CR (kubectl get kubevirt -A -o json)")
+      ("vms", po::value<std::vector<std::string>>()->multitoken()->composing(),
+       "VirtualMachine / VirtualMachineInstance / Pod manifests (YAML or JSON, multi-document)")
+      ("status", po::value<std::vector<std::string>>()->multitoken()->composing(),
+       "hostprep status documents of the nodes (hostprep status --output json)")
+      ("vgpu-config", po::value<std::string>(),
+       "the vgpu-device-manager config (or its ConfigMap); default: the built-in profile table")
+      ("operands", "print the table of operands per mode and exit")
+      ("help,h", "show help");
+  return d;
+}
+}  // namespace
+
+std::string checkNodeHelp() {
+  std::ostringstream s;
+  s << "usage: hostprep check-node FILE... [--cluster-policy FILE] [--kubevirt FILE]\n"
+       "                           [--vms FILE...] [--status FILE...] [--vgpu-config FILE]\n"
+       "       hostprep check-node --operands\n\n"
+       "Checks that each node's nvidia.com/gpu.workload.config label agrees with the resources it\n"
+       "advertises, the operator's deploy labels, vGPU counts, KubeVirt's permittedHostDevices and\n"
+       "what VMs and pods ask for. FILE is 'kubectl get nodes -o json' (or -o yaml, or one node);\n"
+       "'-' reads standard input. Exit 0 clean (warnings allowed), 1 an error finding, 2 unreadable\n"
+       "or malformed input.\n\n"
+    << checkNodeDescription();
+  return s.str();
+}
+
+Result<CheckNodeOptions> parseCheckNodeOptions(const std::vector<std::string>& args) {
+  auto desc = checkNodeDescription();
+  po::options_description all;
+  all.add(desc).add_options()("files", po::value<std::vector<std::string>>()->composing(), "");
+  po::positional_options_description pos;
+  pos.add("files", -1);
+  auto vm = parseWith(
+      [&] { return po::command_line_parser(args).options(all).positional(pos).run(); }, "check-node");
+  if (!vm) return vm.error();
+  CheckNodeOptions o;
+  if (vm->count("help")) {
+    o.help = true;
+    return o;
+  }
+  o.operands = vm->count("operands") != 0;
+  auto list = [&](const char* name) {
+    return vm->count(name) ? (*vm)[name].as<std::vector<std::string>>() : std::vector<std::string>{};
+  };
+  auto one = [&](const char* name) {
+    return vm->count(name) ? std::optional<std::string>((*vm)[name].as<std::string>()) : std::nullopt;
+  };
+  o.nodes = list("files");
+  o.vms = list("vms");
+  o.status = list("status");
+  o.clusterPolicy = one("cluster-policy");
+  o.kubevirt = one("kubevirt");
+  o.vgpuConfig = one("vgpu-config");
+  if (o.operands) return o;
+  if (o.nodes.empty()) {
+    return usageError("check-node: no node file given",
+                      "pass 'kubectl get nodes -o json > nodes.json' as FILE, or '-' for standard input");
+  }
+  int stdinUses = 0;
+  for (const auto* v : {&o.nodes, &o.vms, &o.status}) stdinUses += static_cast<int>(std::count(v->begin(), v->end(), "-"));
+  for (const auto* v : {&o.clusterPolicy, &o.kubevirt, &o.vgpuConfig}) stdinUses += *v == std::optional<std::string>("-");
+  if (stdinUses > 1) {
+    return usageError("check-node: '-' (standard input) is given " + std::to_string(stdinUses) + " times",
+                      "only one input can come from standard input; write the others to files");
+  }
+  for (const auto* v : {&o.nodes, &o.vms, &o.status}) {
+    for (const auto& f : *v) {
+      if (f.empty()) return usageError("check-node: an empty file name", "name a file, or '-' for standard input");
+    }
+  }
   return o;
 }
 

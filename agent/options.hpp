@@ -106,5 +106,18 @@ struct PersistOptions {
 };
 Result<PersistOptions> parsePersistOptions(const std::vector<std::string>& args);
 std::string persistHelp();
+// check-node: cluster documents in, findings out. "-" names standard input (at most once).
+struct CheckNodeOptions {
+  std::vector<std::string> nodes;  // Node / NodeList documents
+  std::optional<std::string> clusterPolicy;
+  std::optional<std::string> kubevirt;
+  std::vector<std::string> vms;
+  std::vector<std::string> status;
+  std::optional<std::string> vgpuConfig;
+  bool operands = false;  // print the table of operands per mode and stop
+  bool help = false;
+};
+Result<CheckNodeOptions> parseCheckNodeOptions(const std::vector<std::string>& args);
+std::string checkNodeHelp();
 
 }  // namespace hostprep
