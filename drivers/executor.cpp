@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "drivers/snapshot.hpp"
+#include "drivers/text.hpp"
 
 namespace hostprep {
 namespace {
@@ -62,16 +63,19 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
     }
     case StepKind::kUnbind: {
       auto s = h.writeAttr(hostPath(pciDriverPath(st.arg), "unbind"), bdf, opt.unbindTimeout);
-      auto now = readState(h, *st.bdf).driver;
+      if (!s && s.error().err == ETIMEDOUT) {
+        // The unbind is still pending in the kernel and holds the device lock: reading this
+        // device's driver_override now would block us too. Report without touching it.
+        return stepError(st, s.error(),
+                         "the driver's remove() is blocked, usually because a process holds the "
+                         "device; find it with 'fuser -v " + join(opt.holderNodes, " ") +
+                             "', stop it, and run again");
+      }
+      auto now = readLinkName(h, hostPath(dev, "driver"));
       if (!s) {
         // ENODEV: it was no longer bound to that driver, which is what we wanted.
         if (s.error().err == ENODEV && now != st.arg) return {};
-        std::string advice = s.error().err == ETIMEDOUT
-                                 ? "the driver's remove() is blocked, usually because a process "
-                                   "holds the device; find it with 'fuser -v /dev/nvidia*', stop "
-                                   "it, and run again"
-                                 : "see dmesg";
-        return stepError(st, s.error(), advice);
+        return stepError(st, s.error(), "see dmesg");
       }
       if (now && *now == st.arg) return stepError(st, sysError("still bound after unbind", EBUSY));
       return {};
@@ -103,11 +107,27 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
   return {};
 }
 
+// A device whose unbind never returned: the kernel still runs the driver's remove() and holds the
+// device lock, so anything that takes it (driver_override, bind) would block us as well. While the
+// `driver` link (read without the lock) still names that driver, leave the device alone.
+std::optional<Error> stillUnbinding(const Host& h, const JournalDevice& d) {
+  if (!d.pendingUnbind) return std::nullopt;
+  if (readLinkName(h, hostPath(pciDevicePath(d.bdf), "driver")) != d.pendingUnbind) return std::nullopt;
+  return sysError(d.bdf.str() + ": left as it is: its unbind from " + *d.pendingUnbind +
+                      " is still pending (the driver's remove() is blocked)",
+                  EBUSY, "stop the process holding the device; the next run restores it");
+}
+
 // Roll back every device touched so far, last first. Returns the first restore error, if any.
 Status rollBack(Kernel& k, const std::vector<JournalDevice>& devices, const ApplyOptions& opt) {
   Status first;
   for (auto it = devices.rbegin(); it != devices.rend(); ++it) {
-    auto s = restoreDevice(k, it->bdf, it->original, opt);
+    Status s;
+    if (auto pending = stillUnbinding(k.host, *it)) {
+      s = *pending;
+    } else {
+      s = restoreDevice(k, it->bdf, it->original, opt);
+    }
     if (!s && first.ok()) first = s;
   }
   return first;
@@ -202,7 +222,7 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
 
   Journal jr{plan.mode, static_cast<int>(::getpid()), {}, plan.steps, 0};
   for (const auto& mv : plan.moves) {
-    if (mv.changes) jr.devices.push_back({mv.bdf, mv.from});
+    if (mv.changes) jr.devices.push_back({mv.bdf, mv.from, std::nullopt});
   }
 
   // Shared by the lanes, under one mutex: the journal, the touched set, the first error.
@@ -241,6 +261,12 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
       if (const auto* mv = moveOf(*st.bdf)) opt.onDevice(*mv, s);
     }
     if (!s) {
+      if (st.kind == StepKind::kUnbind && s.error().err == ETIMEDOUT) {
+        for (auto& d : jr.devices) {
+          if (d.bdf == *st.bdf) d.pendingUnbind = st.arg;
+        }
+        (void)writeJournal(k.host, jr);
+      }
       if (!failure) failure = s.error();
       stop = true;
       return false;
@@ -284,6 +310,8 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
     for (const auto& d : jr.devices) {
       if (touched.count(d.bdf)) devices.push_back(d);
     }
+    jr.devices = devices;  // what a later run must still restore if this rollback cannot
+    (void)writeJournal(k.host, jr);
     auto rb = rollBack(k, devices, opt);
     res.rolledBack = true;
     if (rb) {

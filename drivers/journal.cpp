@@ -29,7 +29,8 @@ std::string toJson(const Journal& jr) {
   for (const auto& d : jr.devices) {
     j["devices"].push_back({{"bdf", d.bdf.str()},
                             {"driver", optString(d.original.driver)},
-                            {"driver_override", optString(d.original.driverOverride)}});
+                            {"driver_override", optString(d.original.driverOverride)},
+                            {"pending_unbind", optString(d.pendingUnbind)}});
   }
   for (const auto& s : jr.steps) {
     json st{{"kind", std::string(toString(s.kind))}, {"arg", s.arg}};
@@ -53,7 +54,10 @@ Result<Journal> parseJournal(std::string_view text) {
     for (const auto& d : j.value("devices", json::array())) {
       auto bdf = parseBdf(d.at("bdf").get<std::string>());
       if (!bdf) return sysError("journal: bad device address", EINVAL);
-      jr.devices.push_back({*bdf, {getOptString(d.at("driver")), getOptString(d.at("driver_override"))}});
+      jr.devices.push_back({*bdf,
+                            {getOptString(d.at("driver")), getOptString(d.at("driver_override"))},
+                            d.contains("pending_unbind") ? getOptString(d.at("pending_unbind"))
+                                                         : std::nullopt});
     }
     for (const auto& s : j.value("steps", json::array())) {
       auto kind = parseStepKind(s.at("kind").get<std::string>());

@@ -21,6 +21,9 @@ inline constexpr std::string_view kLockPath = "run/hostprep/lock";
 struct JournalDevice {
   Bdf bdf;
   DeviceState original;
+  // Set when an unbind from this driver did not return in time: the kernel may still be in the
+  // driver's remove(), so the device must not be touched until it has let go.
+  std::optional<std::string> pendingUnbind;
 };
 
 struct Journal {

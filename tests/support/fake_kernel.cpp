@@ -177,7 +177,10 @@ Status FakeKernel::apply(const std::string& p, const std::string& data) {
     if (!b) return err(EINVAL);
     if (op == "unbind") {
       if (boundDriver(*b) != driver) return err(ENODEV);
-      if (held_.count(*b)) return err(ETIMEDOUT);  // remove() would never return
+      if (held_.count(*b)) {
+        pendingUnbind_[*b] = driver;  // remove() runs on in the kernel until the holder goes
+        return err(ETIMEDOUT);
+      }
       unbindNow(*b, driver);
       return {};
     }
@@ -193,6 +196,15 @@ Status FakeKernel::apply(const std::string& p, const std::string& data) {
     return fs_.writeFileAtomic(p, (value.empty() ? "(null)" : value) + "\n", 0644);
   }
   return err(EPERM);  // an attribute the fake does not model: fail loudly
+}
+
+void FakeKernel::releaseDevice(const Bdf& b) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  held_.erase(b);
+  auto it = pendingUnbind_.find(b);
+  if (it == pendingUnbind_.end()) return;
+  unbindNow(b, it->second);
+  pendingUnbind_.erase(it);
 }
 
 bool FakeModules::available(const std::string& module) const {

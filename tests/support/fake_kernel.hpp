@@ -46,6 +46,8 @@ class FakeKernel final : public Host {
   void failWritesTo(std::string needle, int err) { failPaths_.emplace_back(std::move(needle), err); }
   // An unbind of this device blocks (returns ETIMEDOUT, as the real write would never return).
   void holdDevice(const Bdf& b) { held_.insert(b); }
+  // The holder lets go: a pending unbind of this device completes, as the real remove() would.
+  void releaseDevice(const Bdf& b);
   // This driver's probe() fails for this device (EINVAL), as vfio-pci does for some devices.
   void refuseBind(const Bdf& b, std::string driver) { refused_.emplace(b, std::move(driver)); }
   size_t writeCount() const {
@@ -71,6 +73,7 @@ class FakeKernel final : public Host {
   int failErr_ = EIO;
   std::vector<std::pair<std::string, int>> failPaths_;
   std::set<Bdf> held_;
+  std::map<Bdf, std::string> pendingUnbind_;  // unbinds that "never returned"
   mutable std::recursive_mutex mu_;  // the executor writes from several threads
   std::set<std::pair<Bdf, std::string>> refused_;
 };
