@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "agent/commands.hpp"
 #include "agent/options.hpp"
@@ -12,6 +14,7 @@
 #include "drivers/selection.hpp"
 #include "drivers/snapshot.hpp"
 #include "drivers/text.hpp"
+#include "drivers/vgpu_config.hpp"
 
 namespace hostprep {
 namespace {
@@ -41,8 +44,65 @@ json planJson(const Plan& plan, bool dryRun) {
                           {"arg", st.arg},
                           {"group", st.group ? json(*st.group) : json(nullptr)},
                           {"description", st.describe()}});
+    if (!st.uuid.empty()) j["steps"].back()["uuid"] = st.uuid;
+  }
+  if (plan.mode == Mode::kVmVgpu || !plan.vgpuRemovals.empty() || !plan.sriov.empty()) {
+    json v{{"devices", json::array()}, {"removals", json::array()}, {"sriov", json::array()}};
+    for (const auto& pv : plan.vgpus) {
+      v["devices"].push_back({{"gpu", pv.gpu.str()},
+                              {"parent", pv.parent.str()},
+                              {"type", pv.type},
+                              {"type_name", pv.typeName},
+                              {"uuid", pv.uuid.empty() ? json(nullptr) : json(pv.uuid)},
+                              {"interface", pv.iface ? json(std::string(toString(*pv.iface))) : json("auto")},
+                              {"exists", pv.exists}});
+    }
+    for (const auto& d : plan.vgpuRemovals) {
+      v["removals"].push_back({{"parent", d.parent.str()},
+                               {"interface", std::string(toString(d.iface))},
+                               {"uuid", d.uuid.empty() ? json(nullptr) : json(d.uuid)},
+                               {"type", d.typeId},
+                               {"type_name", d.typeName}});
+    }
+    for (const auto& sc : plan.sriov) {
+      v["sriov"].push_back({{"pf", sc.pf.str()}, {"from", sc.from}, {"to", sc.to}});
+    }
+    v["advertised"] = json::object();
+    for (const auto& [name, n] : expectedAdvertised(plan)) v["advertised"][name] = n;
+    j["vgpu"] = v;
   }
   return j;
+}
+
+// The vGPU config: the named config of --vgpu-config FILE, or nullopt for the embedded defaults.
+Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const PrepareOptions& opt) {
+  using Out = std::optional<std::vector<VgpuConfigEntry>>;
+  if (opt.vgpuConfigFile.empty()) {
+    if (opt.vgpuConfigName != "default") {
+      return usageError("--vgpu-config-name: '" + opt.vgpuConfigName +
+                            "' needs --vgpu-config; the embedded defaults only have 'default'",
+                        "pass --vgpu-config FILE");
+    }
+    return Out{};
+  }
+  std::ifstream f(opt.vgpuConfigFile, std::ios::binary);
+  if (!f) {
+    return Error{"--vgpu-config: cannot read " + opt.vgpuConfigFile, errno, "check the path",
+                 Exit::kUsage};
+  }
+  std::string text(1u << 20, '\0');
+  f.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(f.gcount()));
+  if (text.size() == (1u << 20)) return usageError("--vgpu-config: " + opt.vgpuConfigFile + " is over 1 MiB");
+  auto cfg = parseVgpuConfig(text, opt.vgpuConfigFile);
+  if (!cfg) return cfg.error();
+  const auto* entries = cfg->find(opt.vgpuConfigName);
+  if (!entries) {
+    return usageError("--vgpu-config-name: '" + opt.vgpuConfigName + "' is not a config in " +
+                          opt.vgpuConfigFile + " (it has: " + join(cfg->names(), ", ") + ")",
+                      "pass one of those names");
+  }
+  return Out{*entries};
 }
 
 void printPlan(Context& ctx, const Snapshot& s, const Plan& plan) {
@@ -53,6 +113,14 @@ void printPlan(Context& ctx, const Snapshot& s, const Plan& plan) {
             << mv.from.driver.value_or("no driver") << " -> "
             << (mv.toDriver.empty() ? "its own driver" : mv.toDriver)
             << (mv.changes ? "" : " (already there)") << "\n";
+  }
+  for (const auto& pv : plan.vgpus) {
+    ctx.out << "  vGPU " << pv.typeName << " on " << pv.parent.str() << " (GPU " << pv.gpu.str()
+            << (pv.iface ? ", " + std::string(toString(*pv.iface)) : std::string()) << ")"
+            << (pv.exists ? " (already there)" : "") << "\n";
+  }
+  for (const auto& [name, n] : expectedAdvertised(plan)) {
+    ctx.out << "  advertises " << name << ": " << n << "\n";
   }
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     ctx.out << "  " << (i + 1) << ". " << plan.steps[i].describe() << "\n";
@@ -148,10 +216,18 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
                              "another slot, or pass --force if you really mean it"));
   }
 
-  // 5. Plan.
+  // 5. Plan (vm-vgpu: against the config and the live vGPU view; other modes: tear vGPUs down).
   PlanInputs in{opt->mode, opt->selection.hostDriver,
                 host.read(hostPath("lib/modules", snap->kernelRelease, "modules.alias"), 64u << 20)
                     .value_or("")};
+  in.vgpuHost = readVgpuHost(host, *snap);
+  in.vgpuConfigName = opt->vgpuConfigName;
+  if (opt->mode == Mode::kVmVgpu) {
+    auto cfg = loadVgpuConfig(*opt);
+    if (!cfg) return fail(ctx, cfg.error());
+    in.vgpuConfig = std::move(*cfg);
+    in.vgpuVfioAvailable = modules->available("nvidia_vgpu_vfio");
+  }
   auto plan = makePlan(*snap, *sel, in);
   if (!plan) return fail(ctx, plan.error());
   if (opt->dryRun) {
@@ -180,8 +256,8 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
     std::vector<std::string> who;
     for (const auto& h : holders) who.push_back(h.describe());
     return fail(ctx, refusal("devices are in use: " + join(who, "; "),
-                             "stop those processes (e.g. systemctl stop nvidia-persistenced), "
-                             "or pass --force"),
+                             "stop those processes (e.g. systemctl stop nvidia-persistenced, or "
+                             "the VMs using the vGPU devices), or pass --force"),
                 &report);
   }
 
