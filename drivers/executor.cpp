@@ -346,6 +346,12 @@ Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& 
     if (sv.numvfs != 0) keep(restoreNumVfs(k, sv.pf, sv.numvfs, opt));
   }
   if (!jr.vgpus.empty()) keep(recreateVgpus(k, jr));
+  // An unbindLock the run took and never got to use (the PF stayed on nvidia) is given back.
+  for (const auto& sv : jr.sriov) {
+    if (readTrimmed(k.host, unbindLockPath(sv.pf)) == "1") {
+      keep(k.host.writeAttr(unbindLockPath(sv.pf), "0"));
+    }
+  }
   return first;
 }
 

@@ -258,6 +258,9 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
       const VgpuParent* pfParent = vh.parent(f.bdf);
       const VgpuParent* vfParent = (!reset && !vfs.empty()) ? vh.parent(vfs.front()) : nullptr;
       const VgpuParent* visible = total > 0 ? vfParent : pfParent;
+      // creatable_vgpu_types lists what a VF can take now, narrowed by the devices that exist:
+      // with devices on the GPU it says nothing about what the GPU offers once they are gone.
+      if (visible && !visible->mdevParent && !existing.empty()) visible = nullptr;
       Status err;
       Requests req = requestsFor(s, f, index, in, visible, &err);
       if (!err) return err;
