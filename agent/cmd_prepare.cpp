@@ -208,7 +208,8 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
     return fail(ctx, sysError("no " + what + " found on this host", ENODEV,
                               "check 'lspci -nn'; for other devices pass --gpu-ids VVVV:DDDD"));
   }
-  if (opt->mode != Mode::kContainer && !sel->problems.empty() && !opt->force) {
+  // Only vm-passthrough hands whole groups to vfio; vm-vgpu keeps the GPU on its host driver.
+  if (opt->mode == Mode::kVmPassthrough && !sel->problems.empty() && !opt->force) {
     std::vector<std::string> lines;
     for (const auto& p : sel->problems) lines.push_back(p.describe(*snap));
     return fail(ctx, refusal("refusing to give these IOMMU groups to vfio: " + join(lines, "; "),

@@ -91,3 +91,12 @@ TEST_CASE("vm-vgpu config problems exit 2 and change nothing", "[cli][vgpu]") {
   CHECK(fx.deviceState() == before);
   CHECK_FALSE(std::filesystem::exists(fx.path("run/hostprep/journal.json")));
 }
+
+TEST_CASE("vm-vgpu does not refuse a shared IOMMU group, but a GPU without vGPU support", "[cli][vgpu]") {
+  Fixture fx("nvme-shared-group");  // an A10 on nvidia without SR-IOV or mdev types
+  auto r = runHostprep({"--root", fx.root().string(), "prepare", "--mode", "vm-vgpu", "--dry-run"});
+  CHECK(r.exitCode == 1);
+  CHECK_THAT(r.err, Catch::Contains("GPU 0000:03:00.0 (10de:2236 3D controller): offers no vGPU types "
+                                    "(no mdev_supported_types, no SR-IOV)"));
+  CHECK_THAT(r.err, Catch::Contains("install and load the NVIDIA vGPU manager"));
+}
