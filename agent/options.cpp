@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <sstream>
 
 #include "drivers/parsers.hpp"
@@ -148,6 +149,10 @@ po::options_description prepareDescription() {
       ("lock-timeout", po::value<double>()->default_value(30), "seconds to wait for another run")
       ("unbind-timeout", po::value<double>()->default_value(30),
        "seconds a driver may take to let go of a device")
+      ("vgpu-config", po::value<std::string>(),
+       "vm-vgpu: vgpu-device-manager config FILE (default: embedded defaults per GPU model)")
+      ("vgpu-config-name", po::value<std::string>()->default_value("default"),
+       "vm-vgpu: the config in that file to apply (as the nvidia.com/vgpu.config label)")
       ("help,h", "show help");
   return d;
 }
@@ -212,6 +217,26 @@ Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args)
   auto ut = seconds(*vm, "unbind-timeout");
   if (!ut) return ut.error();
   o.unbindTimeout = *ut;
+  if (vm->count("vgpu-config")) {
+    o.vgpuConfigFile = (*vm)["vgpu-config"].as<std::string>();
+    if (o.vgpuConfigFile.empty()) return usageError("--vgpu-config: empty path", "name a YAML file");
+  }
+  o.vgpuConfigName = (*vm)["vgpu-config-name"].as<std::string>();
+  // A label value: at most 63 of [A-Za-z0-9._-], starting and ending alphanumeric.
+  const auto& n = o.vgpuConfigName;
+  bool okName = !n.empty() && n.size() <= 63 && std::isalnum(static_cast<unsigned char>(n.front())) &&
+                std::isalnum(static_cast<unsigned char>(n.back()));
+  for (char c : n) {
+    okName = okName && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
+  }
+  if (!okName) {
+    return usageError("--vgpu-config-name: '" + n + "' is not a config name",
+                      "use a label value: letters, digits, '-', '_', '.', at most 63");
+  }
+  if (o.mode != Mode::kVmVgpu && (vm->count("vgpu-config") || !(*vm)["vgpu-config-name"].defaulted())) {
+    return usageError("--vgpu-config and --vgpu-config-name need --mode vm-vgpu",
+                      "drop them, or use --mode vm-vgpu");
+  }
   return o;
 }
 

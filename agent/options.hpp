@@ -38,6 +38,10 @@ struct PrepareOptions {
   std::chrono::milliseconds unbindTimeout{30'000};
   std::string holderNodes;  // glob of device nodes whose holders block unbinding the host driver
   bool help = false;
+  // vm-vgpu: vgpu-device-manager's config file ("" = the embedded defaults per GPU model) and
+  // the config in it (the role of the nvidia.com/vgpu.config label).
+  std::string vgpuConfigFile;
+  std::string vgpuConfigName = "default";
 };
 Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args);
 std::string prepareHelp();

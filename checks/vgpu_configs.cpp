@@ -30,9 +30,9 @@ std::optional<PciId> parseFilter(std::string_view s) {
   return PciId{static_cast<uint16_t>(*v & 0xffff), static_cast<uint16_t>(*v >> 16)};
 }
 
-Result<VgpuConfigEntry> readEntry(const Document& doc, const std::string& where, const json& e) {
+Result<ClusterVgpuEntry> readEntry(const Document& doc, const std::string& where, const json& e) {
   if (!e.is_object()) return bad(doc, where, "not a mapping");
-  VgpuConfigEntry out;
+  ClusterVgpuEntry out;
   if (const json* f = at(e, {"device-filter"})) {
     std::vector<json> items = f->is_array() ? f->get<std::vector<json>>() : std::vector<json>{*f};
     for (const auto& item : items) {

@@ -7,7 +7,8 @@
 //         devices: all                    # or a list of GPU indices
 //         vgpu-devices: {"A10-4Q": 6}     # per GPU
 // The ConfigMap form (kind: ConfigMap, the config under data."config.yaml") is accepted too.
-// TODO(lead): drivers/vgpu_config (the node side) has the full parser; unify when both land.
+// The node side (drivers/vgpu_config) parses the same format from a file for prepare; this reader
+// works on already-loaded cluster documents (YAML, JSON or a ConfigMap) and keeps only counts.
 #pragma once
 
 #include <map>
@@ -21,7 +22,7 @@
 
 namespace hostprep {
 
-struct VgpuConfigEntry {
+struct ClusterVgpuEntry {
   std::vector<PciId> deviceFilter;  // empty: every GPU
   bool allDevices = true;
   std::vector<int> devices;         // GPU indices when !allDevices
@@ -29,7 +30,7 @@ struct VgpuConfigEntry {
 };
 
 struct VgpuConfigs {
-  std::map<std::string, std::vector<VgpuConfigEntry>, std::less<>> configs;
+  std::map<std::string, std::vector<ClusterVgpuEntry>, std::less<>> configs;
 };
 
 // Reads the config from a parsed document; a wrong shape is a usage error naming the document

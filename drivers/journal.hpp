@@ -26,12 +26,23 @@ struct JournalDevice {
   std::optional<std::string> pendingUnbind;
 };
 
+struct JournalSriov {
+  Bdf pf;
+  int numvfs = 0;  // sriov_numvfs before the run
+};
+
+// Version 2 adds the vGPU state; version 1 journals (no vGPU keys) still parse.
+inline constexpr int kJournalVersion = 2;
+
 struct Journal {
   Mode mode = Mode::kContainer;
   int pid = 0;
   std::vector<JournalDevice> devices;  // every device the plan may touch, in plan order
   std::vector<Step> steps;
   size_t next = 0;  // the step about to run (or running when the process died)
+  std::vector<JournalSriov> sriov;     // PFs whose VF count the plan changes, with the original
+  std::vector<Bdf> vgpuGpus;           // GPUs whose vGPU devices (on the PF and its VFs) it covers
+  std::vector<VgpuDevice> vgpus;       // the vGPU devices on those before the run
 };
 
 std::string toJson(const Journal& j);

@@ -50,7 +50,7 @@ struct StatusDevice {
 };
 
 struct StatusVgpu {
-  VgpuDevice device;
+  ObservedVgpu device;
   std::string resource;  // "nvidia.com/NVIDIA_A10-12Q"
 };
 
