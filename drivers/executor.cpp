@@ -38,6 +38,7 @@ bool waitFor(const std::function<bool()>& cond, milliseconds limit) {
 }
 
 Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
+  if (auto v = checkStep(st); !v) return stepError(st, v.error());
   Host& h = k.host;
   const std::string dev = st.bdf ? pciDevicePath(*st.bdf) : std::string();
   const std::string bdf = st.bdf ? st.bdf->str() : std::string();
@@ -140,9 +141,11 @@ Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const A
                     "bind it by hand: echo " + bdf.str() + " > /sys/bus/pci/drivers/" +
                         want.driver.value_or("<driver>") + "/bind");
   };
+  if (auto v = checkDeviceState(bdf.str() + ": original state", want); !v) return v;
   if (!h.exists(dev)) return sysError(bdf.str() + ": the device is gone", ENODEV);
   DeviceState cur = readState(h, bdf);
   if (cur == want) return {};
+  if (auto v = checkDeviceState(bdf.str() + ": current state", cur); !v) return v;
   if (cur.driverOverride != want.driverOverride) {
     if (auto s = h.writeAttr(hostPath(dev, "driver_override"), want.driverOverride.value_or("\n"));
         !s) {

@@ -63,6 +63,13 @@ struct Plan {
   bool noop() const { return steps.empty(); }
 };
 
+// Is this step well-formed: a device step has its device, a driver or module argument is a valid
+// name (names.hpp), a group is 0..999999? The executor checks every step before it runs it and
+// the journal parser checks every step it reads, so no name reaches a path unchecked.
+Status checkStep(const Step& st);
+// Are a device state's driver and override valid names? `what` names the device in the error.
+Status checkDeviceState(std::string_view what, const DeviceState& st);
+
 // The driver a vfio module registers: "vfio_pci" -> "vfio-pci".
 std::string vfioDriverName(std::string_view module);
 bool isVfioDriver(std::string_view driver);
