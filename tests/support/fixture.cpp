@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -180,8 +182,19 @@ void expandHostYaml(const fs::path& root, const std::string& yaml) {
   }
 }
 
+// Fixture roots live in memory when they can: the sweeps build thousands of them, and on a disk
+// each costs ten times as much. HOSTPREP_FIXTURE_DIR overrides; TMPDIR is the fallback.
+namespace {
+fs::path fixtureParent() {
+  if (const char* d = std::getenv("HOSTPREP_FIXTURE_DIR"); d && *d) return d;
+  if (::access("/dev/shm", W_OK | X_OK) == 0 && std::getenv("TMPDIR") == nullptr) return "/dev/shm";
+  return fs::temp_directory_path();
+}
+
+}  // namespace
+
 Fixture::Fixture() {
-  std::string tmpl = (fs::temp_directory_path() / "hostprep-fixture-XXXXXX").string();
+  std::string tmpl = (fixtureParent() / "hostprep-fixture-XXXXXX").string();
   if (!::mkdtemp(tmpl.data())) throw std::runtime_error("fixture: mkdtemp failed");
   root_ = tmpl;
 }
@@ -199,6 +212,8 @@ Fixture::Fixture(const std::string& scenario) : Fixture() {
     expandHostYaml(root_, ss.str());
   }
 }
+
+Fixture::Fixture(const HostYaml& yaml) : Fixture() { expandHostYaml(root_, yaml.text); }
 
 Fixture::~Fixture() {
   std::error_code ec;
