@@ -5,6 +5,7 @@
 #include <cctype>
 #include <sstream>
 
+#include "drivers/names.hpp"
 #include "drivers/parsers.hpp"
 #include "drivers/text.hpp"
 
@@ -84,11 +85,7 @@ Result<std::vector<PciId>> parsePciIdList(std::string_view option, std::string_v
 }
 
 Result<std::string> parseDriverName(std::string_view option, std::string_view name) {
-  if (!isValidModuleName(name)) {
-    return usageError("--" + std::string(option) + ": '" + std::string(name) +
-                          "' is not a driver name",
-                      "use letters, digits, '_' and '-' only, at most 64 characters");
-  }
+  if (auto v = checkDriverName("--" + std::string(option), name); !v) return v.error();
   return std::string(name);
 }
 
@@ -204,8 +201,9 @@ Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args)
   o.selection.hostDriver = *drv;
   if (vm->count("holder-nodes")) {
     o.holderNodes = (*vm)["holder-nodes"].as<std::string>();
-    if (!startsWith(o.holderNodes, "/dev/") || o.holderNodes.find("..") != std::string::npos) {
-      return usageError("--holder-nodes: '" + o.holderNodes + "' is not a /dev pattern",
+    if (!startsWith(o.holderNodes, "/dev/") || !checkConfigPath("--holder-nodes", o.holderNodes) ||
+        o.holderNodes.size() > 255) {
+      return usageError("--holder-nodes: '" + quoteUntrusted(o.holderNodes) + "' is not a /dev pattern",
                         "write a glob under /dev, e.g. /dev/nvidia*");
     }
   } else {

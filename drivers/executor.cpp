@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <set>
@@ -175,6 +176,7 @@ Status removeVgpu(Host& h, const Step& st) {
 }
 
 Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
+  if (auto v = checkStep(st); !v) return stepError(st, v.error());
   Host& h = k.host;
   const std::string dev = st.bdf ? pciDevicePath(*st.bdf) : std::string();
   const std::string bdf = st.bdf ? st.bdf->str() : std::string();
@@ -410,9 +412,11 @@ Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const A
                     "bind it by hand: echo " + bdf.str() + " > /sys/bus/pci/drivers/" +
                         want.driver.value_or("<driver>") + "/bind");
   };
+  if (auto v = checkDeviceState(bdf.str() + ": original state", want); !v) return v;
   if (!h.exists(dev)) return sysError(bdf.str() + ": the device is gone", ENODEV);
   DeviceState cur = readState(h, bdf);
   if (cur == want) return {};
+  if (auto v = checkDeviceState(bdf.str() + ": current state", cur); !v) return v;
   if (cur.driverOverride != want.driverOverride) {
     if (auto s = h.writeAttr(hostPath(dev, "driver_override"), want.driverOverride.value_or("\n"));
         !s) {
@@ -560,9 +564,23 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
       }
     };
     if (!stop) {
+      // An exception in a lane (there should be none: steps return errors) is carried to this
+      // thread and rethrown after every lane has stopped, never left to std::terminate.
+      std::exception_ptr thrown;
       std::vector<std::thread> threads;
-      for (const auto& lane : lanes) threads.emplace_back(runLane, std::cref(lane));
+      for (const auto& lane : lanes) {
+        threads.emplace_back([&, lanePtr = &lane] {
+          try {
+            runLane(*lanePtr);
+          } catch (...) {
+            std::lock_guard<std::mutex> g(mu);
+            if (!thrown) thrown = std::current_exception();
+            stop = true;
+          }
+        });
+      }
       for (auto& t : threads) t.join();
+      if (thrown) std::rethrow_exception(thrown);
     }
     for (size_t i = 0; i < plan.steps.size() && !stop; ++i) {
       if (plan.steps[i].kind == StepKind::kVerifyVfioGroup) runOne(i);

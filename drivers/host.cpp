@@ -13,6 +13,7 @@
 #include <array>
 #include <memory>
 
+#include "drivers/names.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {
@@ -24,6 +25,15 @@ struct FdCloser {
     if (fd >= 0) ::close(fd);
   }
 };
+
+// Host paths are built from names that were validated; this is the last line of defence against
+// one that was not ("../", NUL): such a path is refused before it reaches the filesystem.
+std::optional<Error> unsafePath(std::string_view p) {
+  auto why = hostPathProblem(p);
+  if (why.empty()) return std::nullopt;
+  return sysError("refusing host path '" + quoteUntrusted(p) + "': " + why, EINVAL,
+                  "this is a bug or hostile input: a name read from input was not validated");
+}
 
 Status writeAll(int fd, std::string_view data) {
   // sysfs takes one write per attribute: a short write is an error, not a reason to loop.
@@ -87,6 +97,7 @@ std::filesystem::path Host::resolve(std::string_view hostPath) const {
 RootHost::RootHost(std::filesystem::path root) : root_(std::move(root)) {}
 
 Result<std::string> RootHost::read(std::string_view path, size_t cap) const {
+  if (auto e = unsafePath(path)) return *e;
   const std::string p = resolve(path);
   int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) return sysError("cannot read " + p, errno);
@@ -109,6 +120,7 @@ Result<std::string> RootHost::read(std::string_view path, size_t cap) const {
 }
 
 Result<std::string> RootHost::readLink(std::string_view path) const {
+  if (auto e = unsafePath(path)) return *e;
   const std::string p = resolve(path);
   std::array<char, 4096> buf{};
   ssize_t n = ::readlink(p.c_str(), buf.data(), buf.size() - 1);
@@ -117,6 +129,7 @@ Result<std::string> RootHost::readLink(std::string_view path) const {
 }
 
 Result<std::vector<std::string>> RootHost::list(std::string_view dir) const {
+  if (auto e = unsafePath(dir)) return *e;
   const std::string p = resolve(dir);
   std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(p.c_str()), &::closedir);
   if (!d) return sysError("cannot list " + p, errno);
@@ -131,12 +144,14 @@ Result<std::vector<std::string>> RootHost::list(std::string_view dir) const {
 }
 
 bool RootHost::exists(std::string_view path) const {
+  if (unsafePath(path)) return false;
   struct stat st {};
   return ::lstat(resolve(path).c_str(), &st) == 0;
 }
 
 Status RootHost::writeAttr(std::string_view path, std::string_view data,
                            std::optional<std::chrono::milliseconds> timeout) {
+  if (auto e = unsafePath(path)) return *e;
   const std::string p = resolve(path);
   if (timeout) {
     auto s = timedWrite(p, data, *timeout);
@@ -152,6 +167,7 @@ Status RootHost::writeAttr(std::string_view path, std::string_view data,
 }
 
 Status RootHost::writeFileAtomic(std::string_view path, std::string_view data, mode_t mode) {
+  if (auto e = unsafePath(path)) return *e;
   const std::filesystem::path p = resolve(path);
   std::string tmpl = (p.parent_path() / ("." + p.filename().string() + ".XXXXXX")).string();
   int fd = ::mkstemp(tmpl.data());
@@ -184,6 +200,7 @@ Status RootHost::writeFileAtomic(std::string_view path, std::string_view data, m
 }
 
 Status RootHost::makeDirs(std::string_view path, mode_t mode) {
+  if (auto e = unsafePath(path)) return *e;
   std::error_code ec;
   const auto p = resolve(path);
   std::filesystem::create_directories(p, ec);
@@ -193,6 +210,7 @@ Status RootHost::makeDirs(std::string_view path, mode_t mode) {
 }
 
 Status RootHost::removeFile(std::string_view path) {
+  if (auto e = unsafePath(path)) return *e;
   const std::string p = resolve(path);
   if (::unlink(p.c_str()) != 0 && errno != ENOENT) return sysError("cannot remove " + p, errno);
   return {};

@@ -4,9 +4,12 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
-#include <stdexcept>
 #include <thread>
+
+#include "drivers/names.hpp"
 
 namespace hostprep {
 namespace {
@@ -14,10 +17,6 @@ namespace {
 using nlohmann::json;
 
 json optString(const std::optional<std::string>& s) { return s ? json(*s) : json(nullptr); }
-std::optional<std::string> getOptString(const json& j) {
-  if (j.is_null()) return std::nullopt;
-  return j.get<std::string>();
-}
 
 }  // namespace
 
@@ -53,66 +52,207 @@ std::string toJson(const Journal& jr) {
                           {"name", v.typeName},
                           {"group", v.group ? json(*v.group) : json(nullptr)}});
   }
-  return j.dump(1) + "\n";
+  // Names were validated, so this is ASCII; 'replace' keeps a bug from becoming an exception.
+  return j.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
-Result<Journal> parseJournal(std::string_view text) {
+namespace {
+
+Error bad(const std::string& what) { return sysError("journal: " + what, EINVAL); }
+
+// Numbers are read only when they are integers in range: a float or a huge value is an error, not
+// a conversion (a double out of int's range is undefined behaviour to convert).
+std::optional<int64_t> intField(const json& j, const char* key, int64_t lo, int64_t hi) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  int64_t v = it->is_number_unsigned()
+                  ? static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), INT64_MAX))
+                  : it->get<int64_t>();
+  if (v < lo || v > hi) return std::nullopt;
+  return v;
+}
+
+Result<std::optional<std::string>> nameField(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) return bad(std::string("missing \"") + key + "\"");
+  if (it->is_null()) return std::optional<std::string>{};
+  if (!it->is_string()) return bad(std::string("\"") + key + "\" is not a string or null");
+  return std::optional<std::string>(it->get<std::string>());
+}
+
+Result<Bdf> bdfField(const json& j, const std::string& where) {
+  auto it = j.find("bdf");
+  if (it == j.end() || !it->is_string()) return bad(where + ": no \"bdf\" string");
+  auto b = parseBdf(it->get<std::string>());
+  if (!b) return bad(where + ": '" + quoteUntrusted(it->get<std::string>()) + "' is not a PCI address");
+  return *b;
+}
+
+Result<Journal> parseJournalJson(const json& j) {
   Journal jr;
-  try {
-    auto j = json::parse(text);
-    const int version = j.at("version").get<int>();
-    if (version < 1 || version > kJournalVersion) return sysError("journal: unknown version", EINVAL);
-    auto mode = parseMode(j.at("mode").get<std::string>());
-    if (!mode) return sysError("journal: unknown mode", EINVAL);
-    jr.mode = *mode;
-    jr.pid = j.value("pid", 0);
-    jr.next = j.at("next").get<size_t>();
-    for (const auto& d : j.value("devices", json::array())) {
-      auto bdf = parseBdf(d.at("bdf").get<std::string>());
-      if (!bdf) return sysError("journal: bad device address", EINVAL);
-      jr.devices.push_back({*bdf,
-                            {getOptString(d.at("driver")), getOptString(d.at("driver_override"))},
-                            d.contains("pending_unbind") ? getOptString(d.at("pending_unbind"))
-                                                         : std::nullopt});
-    }
-    for (const auto& s : j.value("steps", json::array())) {
-      auto kind = parseStepKind(s.at("kind").get<std::string>());
-      if (!kind) return sysError("journal: unknown step kind", EINVAL);
-      Step st{*kind, std::nullopt, s.value("arg", ""), std::nullopt, s.value("uuid", "")};
-      if (!s.at("bdf").is_null()) st.bdf = parseBdf(s.at("bdf").get<std::string>());
-      if (!s.at("group").is_null()) st.group = s.at("group").get<int>();
-      jr.steps.push_back(st);
-    }
-    auto bdfAt = [](const json& v) -> Bdf {
-      auto b = parseBdf(v.get<std::string>());
-      if (!b) throw std::invalid_argument("bad device address");
-      return *b;
-    };
-    for (const auto& s : j.value("sriov", json::array())) {
-      jr.sriov.push_back({bdfAt(s.at("pf")), s.at("numvfs").get<int>()});
-    }
-    for (const auto& b : j.value("vgpu_gpus", json::array())) jr.vgpuGpus.push_back(bdfAt(b));
-    for (const auto& v : j.value("vgpus", json::array())) {
-      VgpuDevice d;
-      d.iface = v.at("interface").get<std::string>() == "per-vf" ? VgpuInterface::kPerVf : VgpuInterface::kMdev;
-      d.parent = bdfAt(v.at("parent"));
-      d.uuid = v.value("uuid", "");
-      d.typeId = v.at("type").get<std::string>();
-      d.typeName = v.value("name", "");
-      if (!v.at("group").is_null()) d.group = v.at("group").get<int>();
-      // These become paths on rollback: only what sysfs itself could have named.
-      if ((d.iface == VgpuInterface::kMdev && !isValidUuid(d.uuid)) || d.typeId.empty() ||
-          d.typeId.find('/') != std::string::npos || d.typeId.find("..") != std::string::npos) {
-        throw std::invalid_argument("bad vGPU device");
-      }
-      jr.vgpus.push_back(std::move(d));
-    }
-  } catch (const json::exception& e) {
-    return sysError(std::string("journal: ") + e.what(), EINVAL);
-  } catch (const std::invalid_argument& e) {
-    return sysError(std::string("journal: ") + e.what(), EINVAL);
+  if (!j.is_object()) return bad("not a JSON object");
+  if (!intField(j, "version", 1, kJournalVersion)) return bad("unknown version");
+  auto modeIt = j.find("mode");
+  if (modeIt == j.end() || !modeIt->is_string()) return bad("no mode");
+  auto mode = parseMode(modeIt->get<std::string>());
+  if (!mode) return bad("unknown mode '" + quoteUntrusted(modeIt->get<std::string>()) + "'");
+  jr.mode = *mode;
+  if (j.contains("pid")) {
+    auto pid = intField(j, "pid", 0, INT32_MAX);
+    if (!pid) return bad("\"pid\" is not a process id");
+    jr.pid = static_cast<int>(*pid);
   }
+  auto devices = j.value("devices", json::array());
+  auto steps = j.value("steps", json::array());
+  if (!devices.is_array() || !steps.is_array()) return bad("\"devices\" and \"steps\" must be arrays");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const json& d = devices[i];
+    const std::string where = "devices[" + std::to_string(i) + "]";
+    if (!d.is_object()) return bad(where + ": not an object");
+    auto bdf = bdfField(d, where);
+    if (!bdf) return bdf.error();
+    auto drv = nameField(d, "driver");
+    if (!drv) return drv.error();
+    auto ovr = nameField(d, "driver_override");
+    if (!ovr) return ovr.error();
+    DeviceState st{*drv, *ovr};
+    // The journal drives writes during recovery: a name that could leave sysfs stops it here.
+    if (auto v = checkDeviceState(bdf->str(), st); !v) return bad(where + ": " + v.error().message);
+    for (const auto& prev : jr.devices) {
+      if (prev.bdf == *bdf) return bad(where + ": " + bdf->str() + " is listed twice");
+    }
+    std::optional<std::string> pending;
+    if (d.contains("pending_unbind")) {
+      auto p = nameField(d, "pending_unbind");
+      if (!p) return p.error();
+      pending = *p;
+      if (pending) {
+        if (auto v = checkDriverName(where + " pending_unbind", *pending); !v) return bad(v.error().message);
+      }
+    }
+    jr.devices.push_back({*bdf, st, pending});
+  }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const json& s = steps[i];
+    const std::string where = "steps[" + std::to_string(i) + "]";
+    if (!s.is_object()) return bad(where + ": not an object");
+    auto kindIt = s.find("kind");
+    if (kindIt == s.end() || !kindIt->is_string()) return bad(where + ": no kind");
+    auto kind = parseStepKind(kindIt->get<std::string>());
+    if (!kind) return bad(where + ": unknown step kind '" + quoteUntrusted(kindIt->get<std::string>()) + "'");
+    Step st{*kind, std::nullopt, {}, std::nullopt, {}};
+    if (auto a = s.find("arg"); a != s.end()) {
+      if (!a->is_string()) return bad(where + ": \"arg\" is not a string");
+      st.arg = a->get<std::string>();
+    }
+    if (auto b = s.find("bdf"); b != s.end() && !b->is_null()) {
+      auto bdf = bdfField(s, where);
+      if (!bdf) return bdf.error();
+      st.bdf = *bdf;
+    }
+    if (auto g = s.find("group"); g != s.end() && !g->is_null()) {
+      auto group = intField(s, "group", 0, 999'999);
+      if (!group) return bad(where + ": \"group\" is not an IOMMU group number");
+      st.group = static_cast<int>(*group);
+    }
+    if (auto u = s.find("uuid"); u != s.end()) {
+      if (!u->is_string() || !isValidUuid(u->get<std::string>())) return bad(where + ": \"uuid\" is not a UUID");
+      st.uuid = u->get<std::string>();
+    }
+    if (auto v = checkStep(st); !v) return bad(where + ": " + v.error().message);
+    jr.steps.push_back(std::move(st));
+  }
+  // vm-vgpu (version 2): VF counts and the vGPU devices that existed before the run.
+  auto sriov = j.value("sriov", json::array());
+  auto vgpuGpus = j.value("vgpu_gpus", json::array());
+  auto vgpus = j.value("vgpus", json::array());
+  if (!sriov.is_array() || !vgpuGpus.is_array() || !vgpus.is_array()) {
+    return bad("\"sriov\", \"vgpu_gpus\" and \"vgpus\" must be arrays");
+  }
+  auto bdfString = [](const json& v, const std::string& where) -> Result<Bdf> {
+    if (!v.is_string()) return bad(where + ": not a PCI address string");
+    auto b = parseBdf(v.get<std::string>());
+    if (!b) return bad(where + ": '" + quoteUntrusted(v.get<std::string>()) + "' is not a PCI address");
+    return *b;
+  };
+  for (size_t i = 0; i < sriov.size(); ++i) {
+    const std::string where = "sriov[" + std::to_string(i) + "]";
+    if (!sriov[i].is_object() || !sriov[i].contains("pf")) return bad(where + ": not an object with \"pf\"");
+    auto pf = bdfString(sriov[i].at("pf"), where);
+    if (!pf) return pf.error();
+    auto n = intField(sriov[i], "numvfs", 0, 4096);
+    if (!n) return bad(where + ": \"numvfs\" is not a VF count 0..4096");
+    jr.sriov.push_back({*pf, static_cast<int>(*n)});
+  }
+  for (size_t i = 0; i < vgpuGpus.size(); ++i) {
+    auto b = bdfString(vgpuGpus[i], "vgpu_gpus[" + std::to_string(i) + "]");
+    if (!b) return b.error();
+    jr.vgpuGpus.push_back(*b);
+  }
+  for (size_t i = 0; i < vgpus.size(); ++i) {
+    const json& v = vgpus[i];
+    const std::string where = "vgpus[" + std::to_string(i) + "]";
+    if (!v.is_object() || !v.contains("parent") || !v.contains("type") || !v.at("type").is_string()) {
+      return bad(where + ": not an object with \"parent\" and \"type\"");
+    }
+    VgpuDevice d;
+    d.iface = v.value("interface", "") == "per-vf" ? VgpuInterface::kPerVf : VgpuInterface::kMdev;
+    auto parent = bdfString(v.at("parent"), where);
+    if (!parent) return parent.error();
+    d.parent = *parent;
+    if (auto u = v.find("uuid"); u != v.end() && u->is_string()) d.uuid = u->get<std::string>();
+    d.typeId = v.at("type").get<std::string>();
+    if (auto n = v.find("name"); n != v.end() && n->is_string()) d.typeName = n->get<std::string>();
+    if (auto g = v.find("group"); g != v.end() && !g->is_null()) {
+      auto group = intField(v, "group", 0, 999'999);
+      if (!group) return bad(where + ": \"group\" is not an IOMMU group number");
+      d.group = static_cast<int>(*group);
+    }
+    // These become paths on rollback: only what sysfs itself could have named.
+    if (d.iface == VgpuInterface::kMdev && !isValidUuid(d.uuid)) return bad(where + ": \"uuid\" is not a UUID");
+    if (auto c = checkPathComponent(where + " type", d.typeId); !c) return bad(c.error().message);
+    jr.vgpus.push_back(std::move(d));
+  }
+  auto next = intField(j, "next", 0, static_cast<int64_t>(jr.steps.size()));
+  if (!next) return bad("\"next\" is not a step index 0.." + std::to_string(jr.steps.size()));
+  jr.next = static_cast<size_t>(*next);
   return jr;
+}
+
+
+// How deeply arrays and objects nest (outside strings). A journal nests three deep; a hostile
+// one must not make the parser or the destructor recurse a million times.
+size_t maxNesting(std::string_view text) {
+  size_t depth = 0, most = 0;
+  bool inString = false, escaped = false;
+  for (char c : text) {
+    if (inString) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        inString = false;
+      }
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      most = std::max(most, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return most;
+}
+
+}  // namespace
+
+Result<Journal> parseJournal(std::string_view text) {
+  if (maxNesting(text) > 16) return bad("nested too deeply");
+  // No exceptions: a journal is input, and a hostile or torn one is an error, not a crash.
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return bad("not valid JSON");
+  return parseJournalJson(j);
 }
 
 Result<std::optional<Journal>> readJournal(const Host& host) {

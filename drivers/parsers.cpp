@@ -91,8 +91,14 @@ std::string bestVfioModule(std::string_view modulesAlias, std::string_view modal
   std::string best = "vfio_pci";
   long bestStars = -1;
   for (const auto& a : parseModulesAlias(modulesAlias, "vfio_pci:")) {
-    if (::fnmatch(a.pattern.c_str(), target.c_str(), 0) != 0) continue;
+    // The module becomes a driver directory and a driver_override value: a hostile or corrupt
+    // modules.alias line ("alias vfio_pci:* ../../x") is skipped, never followed.
+    if (!isValidModuleName(a.module)) continue;
+    // fnmatch backtracks on every '*': real aliases have at most 7 and are short, so a pattern
+    // with more cannot be real and must not cost exponential time.
     long stars = std::count(a.pattern.begin(), a.pattern.end(), '*');
+    if (stars > 16 || a.pattern.size() > 256) continue;
+    if (::fnmatch(a.pattern.c_str(), target.c_str(), 0) != 0) continue;
     if (bestStars < 0 || stars < bestStars) {
       bestStars = stars;
       best = normalizeModuleName(a.module);

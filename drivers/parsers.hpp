@@ -37,7 +37,8 @@ std::vector<ModuleAlias> parseModulesAlias(std::string_view text, std::string_vi
 
 // The best VFIO driver for a device, as NVIDIA's vfio-manage picks it: among "vfio_pci:" aliases
 // whose pattern matches the device's modalias (with "pci:" replaced by "vfio_pci:"), the one with
-// the fewest wildcards; "vfio_pci" when none matches.
+// the fewest wildcards; "vfio_pci" when none matches. Lines naming an invalid module are skipped,
+// so the result always satisfies isValidModuleName.
 std::string bestVfioModule(std::string_view modulesAlias, std::string_view modalias);
 
 }  // namespace hostprep

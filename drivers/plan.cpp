@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "drivers/names.hpp"
 #include "drivers/naming.hpp"
 #include "drivers/text.hpp"
 #include "drivers/vgpu_profiles.hpp"
@@ -75,6 +76,56 @@ std::string Step::describe() const {
                                  : "remove vGPU " + uuid);
   }
   return who;
+}
+
+Status checkStep(const Step& st) {
+  const std::string what = "step '" + std::string(toString(st.kind)) + "'";
+  const bool deviceStep = st.kind != StepKind::kLoadModule && st.kind != StepKind::kVerifyVfioGroup;
+  if (deviceStep && !st.bdf) return usageError(what + ": has no device");
+  const std::string who = st.bdf ? what + " of " + st.bdf->str() : what;
+  switch (st.kind) {
+    case StepKind::kLoadModule:
+    case StepKind::kUnbind:
+      return checkDriverName(who, st.arg);
+    case StepKind::kSetOverride:
+    case StepKind::kVerifyDriver:
+      return st.arg.empty() ? Status{} : checkDriverName(who, st.arg);
+    case StepKind::kProbe:
+      return {};
+    case StepKind::kVerifyVfioGroup:
+      if (!st.group || *st.group < 0 || *st.group >= 1'000'000) {
+        return usageError(who + ": needs an IOMMU group number 0..999999");
+      }
+      return {};
+    case StepKind::kUnbindLock:
+      return {};
+    case StepKind::kSetNumVfs: {
+      auto n = parseUnsigned(st.arg);
+      if (!n || *n > 4096) return usageError(who + ": '" + quoteUntrusted(st.arg) + "' is not a VF count");
+      return {};
+    }
+    case StepKind::kCreateVgpu:
+    case StepKind::kRemoveVgpu:
+      // The mdev interface names a UUID (a path component); per-VF names a type directory or id.
+      if (!st.uuid.empty() && !isValidUuid(st.uuid)) {
+        return usageError(who + ": '" + quoteUntrusted(st.uuid) + "' is not a UUID");
+      }
+      if (st.kind == StepKind::kCreateVgpu || st.uuid.empty()) return checkPathComponent(who, st.arg);
+      return {};
+  }
+  return usageError(what + ": unknown step kind");
+}
+
+Status checkDeviceState(std::string_view what, const DeviceState& st) {
+  if (st.driver) {
+    if (auto v = checkDriverName(std::string(what) + ": driver", *st.driver); !v) return v;
+  }
+  if (st.driverOverride) {
+    if (auto v = checkPathComponent(std::string(what) + ": driver_override", *st.driverOverride, 64); !v) {
+      return v;
+    }
+  }
+  return {};
 }
 
 std::string vfioDriverName(std::string_view module) {
@@ -378,10 +429,13 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
 
 Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs& in) {
   Builder b{s, Plan{in.mode, {}, {}, {}, {}, {}, {}}, {}, {}, {}, {}, {}, {}, {}};
+  if (auto v = checkDriverName("host driver", in.hostDriver); !v) return v.error();
   std::set<int> vfioGroups;
   for (const auto& t : sel.targets) {
     const PciFunction* f = s.find(t.bdf);
     if (!f) continue;
+    // Every name the steps will put into a path or write to the kernel, validated up front.
+    if (auto v = checkDeviceState(t.bdf.str(), {f->driver, f->driverOverride}); !v) return v.error();
     DeviceMove mv{t.bdf, t.role, t.group, {f->driver, f->driverOverride}, {}, false};
     const std::string cur = f->driver.value_or("");
     const std::string ovr = f->driverOverride.value_or("");

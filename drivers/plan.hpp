@@ -103,6 +103,12 @@ struct Plan {
 // "nvidia.com/NVIDIA_A10-12Q" -> 4 for two A10s with the default config. For the lead to
 // cross-check against `hostprep status` after a run.
 std::map<std::string, int> expectedAdvertised(const Plan& plan);
+// Is this step well-formed: a device step has its device, a driver or module argument is a valid
+// name (names.hpp), a group is 0..999999? The executor checks every step before it runs it and
+// the journal parser checks every step it reads, so no name reaches a path unchecked.
+Status checkStep(const Step& st);
+// Are a device state's driver and override valid names? `what` names the device in the error.
+Status checkDeviceState(std::string_view what, const DeviceState& st);
 
 // The driver a vfio module registers: "vfio_pci" -> "vfio-pci".
 std::string vfioDriverName(std::string_view module);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "drivers/names.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {
@@ -118,7 +119,9 @@ Result<Snapshot> readSnapshot(const Host& host) {
   }
   if (auto m = host.read("proc/modules")) s.loadedModules = parseProcModules(*m);
   if (auto d = host.list("sys/bus/pci/drivers")) s.pciDrivers.insert(d->begin(), d->end());
+  // The release names lib/modules/<release>: one that could leave that directory is unknown.
   s.kernelRelease = readTrimmed(host, "proc/sys/kernel/osrelease").value_or("");
+  if (!isValidKernelRelease(s.kernelRelease)) s.kernelRelease.clear();
   s.cmdlineText = readTrimmed(host, "proc/cmdline").value_or("");
   s.cmdline = parseCmdline(s.cmdlineText);
   s.rootDiskPci = findRootDiskPci(host);

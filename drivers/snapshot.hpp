@@ -20,6 +20,7 @@ struct Snapshot {
   std::set<std::string> loadedModules;          // proc/modules, normalised names
   std::set<std::string> pciDrivers;             // sys/bus/pci/drivers
   std::string kernelRelease;                    // proc/sys/kernel/osrelease; empty if unknown
+                                                // or not a valid release (isValidKernelRelease)
   std::string cmdlineText;
   Cmdline cmdline;
   std::optional<Bdf> rootDiskPci;  // the PCI function behind the root filesystem, if found
@@ -33,6 +34,9 @@ struct Snapshot {
 // Reads the host. Absent files are states (no IOMMU, no SR-IOV, no driver), never errors; the
 // only error is a host without sys/bus/pci at all, which is not a Linux root.
 Result<Snapshot> readSnapshot(const Host& host);
+
+// Names read from sysfs are kept as the kernel shows them (a driver link's name may be anything a
+// hostile or broken root holds); whoever turns one into a path validates it first (names.hpp).
 
 // Reads one PCI function (used by the executor to verify a step against the live kernel).
 std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf);

@@ -22,6 +22,8 @@ std::vector<VgpuDefault> VgpuProfileTable::defaultsFor(PciId id) const {
 }
 
 VgpuProfileTable parseVgpuProfiles(std::string_view text) {
+  // No GPU holds more vGPUs than this; a larger count is a typo, and must not wrap into an int.
+  constexpr uint64_t kMaxCount = 4096;
   VgpuProfileTable t;
   for (auto raw : splitLines(text)) {
     auto line = trim(raw);
@@ -35,7 +37,7 @@ VgpuProfileTable parseVgpuProfiles(std::string_view text) {
       auto rhs = splitWords(line.substr(arrow + 3));
       if (!filter || rhs.size() != 3 || rhs[1] != "x") continue;
       auto count = parseUnsigned(rhs[2]);
-      if (!count) continue;
+      if (!count || *count > kMaxCount) continue;
       PciId id{static_cast<uint16_t>(*filter & 0xffff), static_cast<uint16_t>(*filter >> 16)};
       t.defaults.push_back({id, std::string(rhs[0]), static_cast<int>(*count)});
       continue;
@@ -50,7 +52,7 @@ VgpuProfileTable parseVgpuProfiles(std::string_view text) {
       if (eq == std::string_view::npos) continue;
       auto n = parseUnsigned(item.substr(eq + 1));
       auto name = trim(item.substr(0, eq));
-      if (n && !name.empty()) t.maxPerGpu.emplace_back(std::string(name), static_cast<int>(*n));
+      if (n && *n <= kMaxCount && !name.empty()) t.maxPerGpu.emplace_back(std::string(name), static_cast<int>(*n));
     }
   }
   return t;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "drivers/names.hpp"
 #include "drivers/parsers.hpp"
 #include "drivers/plan.hpp"
 #include "drivers/snapshot.hpp"
@@ -90,7 +91,7 @@ void FakeKernel::refreshVfioNode(const PciFunction& f) {
   std::error_code ec;
   if (any) {
     fs::create_directories(fs_.resolve("dev/vfio"), ec);
-    if (!fs_.exists(node)) (void)fs_.writeFileAtomic(node, "", 0600);
+    if (!fs_.exists(node)) (void)put(node, "", 0600);
   } else {
     fs::remove(fs_.resolve(node), ec);
   }
@@ -152,11 +153,11 @@ Status FakeKernel::loadModule(const std::string& module) {
   if (fs_.exists(hostPath("sys/module", m))) return {};
   (void)fs_.makeDirs(hostPath("sys/module", m), 0755);
   auto mods = fs_.read("proc/modules").value_or("");
-  (void)fs_.writeFileAtomic("proc/modules", mods + m + " 16384 0 - Live 0x0000000000000000\n", 0444);
+  (void)put("proc/modules", mods + m + " 16384 0 - Live 0x0000000000000000\n", 0444);
   const std::string drv = fakeDriverOfModule(m);
   (void)fs_.makeDirs(pciDriverPath(drv), 0755);
   for (const char* f : {"bind", "unbind", "new_id", "remove_id"}) {
-    (void)fs_.writeFileAtomic(hostPath(pciDriverPath(drv), f), "", 0200);
+    (void)put(hostPath(pciDriverPath(drv), f), "", 0200);
   }
   // driver_register() attaches the new driver to every unbound device it matches.
   if (auto devs = fs_.list("sys/bus/pci/devices")) {
@@ -168,14 +169,62 @@ Status FakeKernel::loadModule(const std::string& module) {
   return {};
 }
 
+void FakeKernel::mutation() {
+  if (crashAt_ && *crashAt_ == mutations_) {
+    crashAt_.reset();
+    throw Crash{mutations_};
+  }
+  ++mutations_;
+}
+
+Status FakeKernel::writeFileAtomic(std::string_view path, std::string_view data, mode_t mode) {
+  mutation();
+  const size_t n = fileWrites_++;
+  if (auto it = failFileAt_.find(n); it != failFileAt_.end()) {
+    failedMutation_ = mutations_ - 1;
+    return sysError("cannot write " + std::string(path) + " (injected)", it->second);
+  }
+  return put(path, data, mode);
+}
+
+Status FakeKernel::put(std::string_view path, std::string_view data, mode_t mode) {
+  if (auto why = hostPathProblem(path); !why.empty()) return sysError("unsafe path " + why, EINVAL);
+  const fs::path p = fs_.resolve(path);
+  const fs::path tmp = p.parent_path() / ("." + p.filename().string() + ".tmp");
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << data;
+    if (!f) return sysError("cannot write " + tmp.string(), EIO);
+  }
+  std::error_code ec;
+  fs::permissions(tmp, static_cast<fs::perms>(mode), ec);
+  fs::rename(tmp, p, ec);
+  if (ec) return sysError("cannot rename to " + p.string(), ec.value());
+  return {};
+}
+
+Status FakeKernel::removeFile(std::string_view path) {
+  mutation();
+  return fs_.removeFile(path);
+}
+
+Status FakeModules::load(const std::string& module) {
+  k_.mutation();
+  return k_.loadModule(module);
+}
+
 Status FakeKernel::writeAttr(std::string_view path, std::string_view data,
                              std::optional<std::chrono::milliseconds> timeout) {
   std::lock_guard<std::recursive_mutex> g(mu_);
+  mutation();
   std::string p(path);
   while (startsWith(p, "/")) p.erase(0, 1);
   const size_t n = writes_.size();
   writes_.push_back(p + " <- " + trimmed(data));
-  if (failAt_ && *failAt_ == n) return sysError("cannot write to " + p + " (injected)", failErr_);
+  if (auto it = failAt_.find(n); it != failAt_.end()) {
+    failedMutation_ = mutations_ - 1;
+    return sysError("cannot write to " + p + " (injected)", it->second);
+  }
   for (const auto& [needle, err] : failPaths_) {
     if (p.find(needle) != std::string::npos) return sysError("cannot write to " + p + " (injected)", err);
   }
@@ -265,7 +314,7 @@ Status FakeKernel::apply(const std::string& p, const std::string& data) {
   }
   if (startsWith(p, "sys/bus/pci/devices/") && endsWith(p, "/driver_override")) {
     if (value.size() > 63) return err(EINVAL);
-    return fs_.writeFileAtomic(p, (value.empty() ? "(null)" : value) + "\n", 0644);
+    return put(p, (value.empty() ? "(null)" : value) + "\n", 0644);
   }
   return err(EPERM);  // an attribute the fake does not model: fail loudly
 }

@@ -43,15 +43,31 @@ class FakeKernel final : public Host {
   bool exists(std::string_view path) const override { return fs_.exists(path); }
   Status writeAttr(std::string_view path, std::string_view data,
                    std::optional<std::chrono::milliseconds> timeout = std::nullopt) override;
-  Status writeFileAtomic(std::string_view path, std::string_view data, mode_t mode = 0644) override {
-    return fs_.writeFileAtomic(path, data, mode);
-  }
+  // Files hostprep owns (the journal): atomic like RootHost's (temp + rename) but without fsync,
+  // which only matters for power loss and would make the sweeps' thousands of runs slow.
+  Status writeFileAtomic(std::string_view path, std::string_view data, mode_t mode = 0644) override;
   Status makeDirs(std::string_view path, mode_t mode = 0755) override { return fs_.makeDirs(path, mode); }
-  Status removeFile(std::string_view path) override { return fs_.removeFile(path); }
+  Status removeFile(std::string_view path) override;
 
   // Fault injection: the n-th kernel write (0-based, counting every writeAttr) fails with err
-  // and has no effect.
-  void failWrite(size_t n, int err = EIO) { failAt_ = n, failErr_ = err; }
+  // and has no effect. Several calls make several writes fail.
+  void failWrite(size_t n, int err = EIO) { failAt_.emplace(n, err); }
+  // The n-th file write (writeFileAtomic: the journal) fails with err and has no effect.
+  void failFileWrite(size_t n, int err = ENOSPC) { failFileAt_.emplace(n, err); }
+
+  // Crash injection: right before the n-th mutation (0-based; every writeAttr, writeFileAtomic,
+  // removeFile and module load counts) the fake throws Crash, which unwinds through hostprep like
+  // a SIGKILL: nothing after it runs, and everything before it has happened. Only destructors
+  // run, and hostprep's do not write.
+  struct Crash {
+    size_t at;
+  };
+  void crashAt(size_t n) { crashAt_ = n; }
+  void noCrash() { crashAt_.reset(); }
+  size_t mutationCount() const { return mutations_; }
+  size_t fileWriteCount() const { return fileWrites_; }
+  // The mutation index of the last write that failed by injection.
+  std::optional<size_t> failedMutation() const { return failedMutation_; }
   // Every write whose path contains `needle` fails with err.
   void failWritesTo(std::string needle, int err) { failPaths_.emplace_back(std::move(needle), err); }
   // An unbind of this device blocks (returns ETIMEDOUT, as the real write would never return).
@@ -71,6 +87,7 @@ class FakeKernel final : public Host {
   bool bind(const Bdf& b, const std::string& driver, int* err);
 
  private:
+  friend class FakeModules;  // a module load is a mutation
   Status apply(const std::string& path, const std::string& data);
   std::optional<std::string> boundDriver(const Bdf& b) const;
   void unbindNow(const Bdf& b, const std::string& driver);
@@ -88,10 +105,17 @@ class FakeKernel final : public Host {
   void putFile(const std::string& path, const std::string& text, mode_t mode = 0644);
   bool batching_ = false;  // VFs being probed: recompute vGPU availability once, after
 
+  Status put(std::string_view path, std::string_view data, mode_t mode);  // no fsync, no counting
+  void mutation();  // counts a mutation; throws Crash at the chosen one
+
   RootHost fs_;
   std::vector<std::string> writes_;
-  std::optional<size_t> failAt_;
-  int failErr_ = EIO;
+  std::map<size_t, int> failAt_;
+  std::map<size_t, int> failFileAt_;
+  size_t fileWrites_ = 0;
+  size_t mutations_ = 0;
+  std::optional<size_t> crashAt_;
+  std::optional<size_t> failedMutation_;
   std::vector<std::pair<std::string, int>> failPaths_;
   std::set<Bdf> held_;
   std::map<Bdf, std::string> pendingUnbind_;  // unbinds that "never returned"
@@ -104,7 +128,7 @@ class FakeKernel final : public Host {
 class FakeModules final : public ModuleLoader {
  public:
   explicit FakeModules(FakeKernel& k) : k_(k) {}
-  Status load(const std::string& module) override { return k_.loadModule(module); }
+  Status load(const std::string& module) override;
   bool available(const std::string& module) const override;
 
  private:

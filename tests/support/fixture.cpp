@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -211,22 +213,25 @@ void expandHostYaml(const fs::path& root, const std::string& yaml) {
   }
 }
 
-Fixture::Fixture() {
-  // On tmpfs when there is one: the executor fsyncs its journal before every step, and the vGPU
-  // fault and crash sweeps run thousands of steps (seconds on tmpfs, minutes on a VM's disk).
-  // HOSTPREP_TEST_TMPDIR overrides.
-  std::vector<fs::path> bases;
-  if (const char* t = std::getenv("HOSTPREP_TEST_TMPDIR")) bases.emplace_back(t);
-  bases.emplace_back("/dev/shm");
-  bases.push_back(fs::temp_directory_path());
-  for (const auto& base : bases) {
-    std::string tmpl = (base / "hostprep-fixture-XXXXXX").string();
-    if (::mkdtemp(tmpl.data())) {
-      root_ = tmpl;
-      return;
-    }
+// Fixture roots live in memory when they can: the sweeps build thousands of them, and on a disk
+// each costs ten times as much. HOSTPREP_FIXTURE_DIR overrides; TMPDIR is the fallback.
+namespace {
+fs::path fixtureParent() {
+  for (const char* var : {"HOSTPREP_FIXTURE_DIR", "HOSTPREP_TEST_TMPDIR"}) {
+    if (const char* d = std::getenv(var); d && *d) return d;
   }
-  throw std::runtime_error("fixture: mkdtemp failed");
+  if (::access("/dev/shm", W_OK | X_OK) == 0 && std::getenv("TMPDIR") == nullptr) return "/dev/shm";
+  return fs::temp_directory_path();
+}
+
+}  // namespace
+
+Fixture::Fixture() {
+  // On tmpfs when there is one: the executor fsyncs its journal before every step, and the
+  // fault and crash sweeps run thousands of steps (seconds on tmpfs, minutes on a VM's disk).
+  std::string tmpl = (fixtureParent() / "hostprep-fixture-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("fixture: mkdtemp failed");
+  root_ = tmpl;
 }
 
 Fixture::Fixture(const std::string& scenario) : Fixture() {
@@ -242,6 +247,8 @@ Fixture::Fixture(const std::string& scenario) : Fixture() {
     expandHostYaml(root_, ss.str());
   }
 }
+
+Fixture::Fixture(const HostYaml& yaml) : Fixture() { expandHostYaml(root_, yaml.text); }
 
 Fixture::~Fixture() {
   std::error_code ec;

@@ -18,6 +18,11 @@ class Fixture {
   explicit Fixture(const std::string& scenario);
   // An empty root (host.yaml-less), for tests that build their own tree.
   Fixture();
+  // A root expanded from host.yaml text (generated topologies: the sweeps).
+  struct HostYaml {
+    std::string text;
+  };
+  explicit Fixture(const HostYaml& yaml);
   ~Fixture();
   Fixture(const Fixture&) = delete;
   Fixture& operator=(const Fixture&) = delete;

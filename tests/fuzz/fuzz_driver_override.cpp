@@ -1,0 +1,25 @@
+// parseDriverOverride: "(null)" and blanks are unset; anything else comes back trimmed. What the
+// name checks accept never leaves its directory.
+#include "drivers/host.hpp"
+#include "drivers/names.hpp"
+#include "drivers/parsers.hpp"
+#include "drivers/pci.hpp"
+#include "drivers/text.hpp"
+#include "tests/fuzz/fuzz.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace hostprep;
+  const auto text = fuzz::asText(data, size);
+  if (auto o = parseDriverOverride(text)) {
+    FUZZ_CHECK(!o->empty() && *o != "(null)");
+    FUZZ_CHECK(trim(*o) == *o);
+  }
+  if (checkDriverName("fuzz", text).ok()) {
+    FUZZ_CHECK(isSafePathComponent(text));
+    FUZZ_CHECK(hostPathProblem(hostPath("sys/bus/pci/drivers", text, "bind")).empty());
+  }
+  if (isSafePathComponent(text)) {
+    FUZZ_CHECK(hostPathProblem(hostPath("sys/bus/pci/devices", text)).empty());
+  }
+  return 0;
+}
