@@ -43,7 +43,7 @@ build_module mtty "$MTTY_SRC"
 
 # --- static helpers ------------------------------------------------------------------------
 mkdir -p "$WORK/bin"
-for h in vfio-group-status hold; do
+for h in vfio-group-status hold sysfs-write; do
     if [ ! -x "$WORK/bin/$h" ] || [ "$HERE/$h.c" -nt "$WORK/bin/$h" ]; then
         log "building $h"
         gcc -static -O2 -Wall -Wextra -Werror -o "$WORK/bin/$h" "$HERE/$h.c"
@@ -75,7 +75,7 @@ cp "$WORK/mod-standin/standin.ko" "$WORK/mod-mtty/mtty.ko" "$R/lib/modules/$KVER
 cp "$KMODDIR"/modules.{builtin,builtin.modinfo,order} "$R/lib/modules/$KVER/"
 "$DEPMOD" -b "$R" "$KVER"
 
-cp "$WORK/bin/vfio-group-status" "$WORK/bin/hold" "$R/usr/local/bin/"
+cp "$WORK/bin/vfio-group-status" "$WORK/bin/hold" "$WORK/bin/sysfs-write" "$R/usr/local/bin/"
 cp "$HERE"/guest/*.sh "$R/tests/"
 install -m 0755 "$HERE/guest/init" "$R/init"
 

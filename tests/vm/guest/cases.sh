@@ -1,0 +1,196 @@
+# Guest test cases (busybox sh). Each function runs in its own subshell under `set -e`; it fails
+# with `die "why"`, skips with `skip "why"`. Kernel-only cases first, hostprep cases after.
+
+# --- boot and topology ---------------------------------------------------------------------
+t_iommu() {
+    [ -e /sys/class/iommu/dmar0 ] || die "no /sys/class/iommu/dmar0"
+    [ -e /sys/firmware/acpi/tables/DMAR ] || die "no DMAR table"
+    [ -n "$(ls /sys/kernel/iommu_groups)" ] || die "no IOMMU groups"
+    dmesg | grep -q "Enabled IRQ remapping" || die "interrupt remapping not enabled"
+}
+
+t_topology() {
+    local b
+    for b in $EDU_A $EDU_B $EDU_C $EDU_D $EDU_E $E1000E $NIC_D $HDA_C $NVME $PBRIDGE $OHCI_E $TESTDEV; do
+        [ -e $P/$b ] || die "missing $b"
+        [ -n "$(grp $b)" ] || die "$b has no IOMMU group"
+    done
+    [ "$(grp $EDU_C)" = "$(grp $HDA_C)" ] || die "rp1 functions not in one group"
+    [ "$(grp $EDU_D)" = "$(grp $NIC_D)" ] || die "rp2 functions not in one group"
+    [ "$(grp $EDU_E)" = "$(grp $OHCI_E)" ] && [ "$(grp $EDU_E)" = "$(grp $PBRIDGE)" ] \
+        || die "bridge group: bridge $(grp $PBRIDGE) edu $(grp $EDU_E) ohci $(grp $OHCI_E)"
+    for b in $EDU_A $EDU_B $E1000E $NVME $TESTDEV; do
+        [ "$(ls /sys/kernel/iommu_groups/$(grp $b)/devices | wc -l)" = 1 ] || die "$b not alone in its group"
+    done
+    [ "$(ls /sys/kernel/iommu_groups/$(grp $EDU_C)/devices | wc -l)" = 2 ] || die "rp1 group size"
+}
+
+t_drivers() {
+    expect_drv $E1000E e1000e
+    expect_drv $NIC_D e1000e
+    expect_drv $NVME nvme
+    expect_drv $HDA_C snd_hda_intel
+    expect_drv $TESTDEV ""
+    expect_drv $OHCI_E ""
+    local b n
+    for b in $EDUS; do
+        expect_drv $b standin
+        n=$(standin_node $b)
+        [ -n "$n" ] && [ -c "$n" ] || die "$b: no /dev/standin node"
+    done
+}
+
+# --- standin behaves like nvidia ------------------------------------------------------------
+t_standin_remove_blocks() {
+    local n t0 t1
+    n=$(standin_node $EDU_B)
+    hold_start $n
+    (echo $EDU_B > /sys/bus/pci/drivers/standin/unbind; echo done > $T/unbind.done) &
+    sleep 1
+    [ ! -e $T/unbind.done ] || die "unbind returned while $n was open"
+    [ -e $n ] || die "$n vanished while remove() waits"
+    # Kernel fact: __device_release_driver() removes the driver link *before* calling remove(),
+    # so a hung unbind already looks driverless in sysfs.
+    expect_drv $EDU_B "" "driver link during a blocked remove()"
+    t0=$(now_ms)
+    hold_stop
+    i=0; while [ ! -e $T/unbind.done ] && [ $i -lt 30 ]; do usleep 100000; i=$((i + 1)); done
+    t1=$(now_ms)
+    [ -e $T/unbind.done ] || die "unbind did not finish after the holder closed"
+    [ $((t1 - t0)) -lt 2000 ] || die "unbind took $((t1 - t0)) ms after close"
+    [ ! -e $n ] || die "$n still present after remove"
+    echo $EDU_B > /sys/bus/pci/drivers/standin/bind
+    expect_drv $EDU_B standin
+}
+
+t_standin_remove_delay() {
+    local t0 t1
+    echo 1500 > /sys/module/standin/parameters/remove_delay_ms
+    t0=$(now_ms)
+    echo $EDU_B > /sys/bus/pci/drivers/standin/unbind
+    t1=$(now_ms)
+    echo 0 > /sys/module/standin/parameters/remove_delay_ms
+    [ $((t1 - t0)) -ge 1400 ] || die "unbind took only $((t1 - t0)) ms with remove_delay_ms=1500"
+    echo $EDU_B > /sys/bus/pci/drivers/standin/bind
+    expect_drv $EDU_B standin
+}
+
+# --- kernel ABI facts hostprep relies on (DOMAIN.md section 4) --------------------------------
+t_abi_unbind_enodev() {
+    [ "$(sysfs-write /sys/bus/pci/drivers/e1000e/unbind $EDU_A || true)" = ENODEV ] \
+        || die "unbind from a driver the device is not bound to should be ENODEV"
+    expect_drv $EDU_A standin
+}
+
+t_vfio_manual_round_trip() {
+    local g
+    # vfio's softdep on vfio_iommu_type1 is ignored by busybox modprobe; load it by hand.
+    modprobe vfio-pci
+    modprobe vfio_iommu_type1
+    g=$(grp $EDU_A)
+    vfio_bind $EDU_A
+    expect_drv $EDU_A vfio-pci
+    [ -c /dev/vfio/$g ] || die "/dev/vfio/$g missing"
+    vfio-group-status --attach $g || die "group $g not usable"
+    host_bind $EDU_A
+    expect_drv $EDU_A standin
+    [ -n "$(standin_node $EDU_A)" ] || die "no /dev/standin node after rebind"
+}
+
+t_vfio_group_not_viable() {
+    local g
+    modprobe vfio-pci
+    modprobe vfio_iommu_type1
+    g=$(grp $EDU_C)
+    vfio_bind $EDU_C
+    expect_drv $EDU_C vfio-pci
+    expect_drv $HDA_C snd_hda_intel
+    set +e; vfio-group-status $g; rc=$?; set -e
+    [ $rc = 1 ] || die "group $g with snd_hda_intel member: helper exit $rc, expected 1 (not viable)"
+    vfio_bind $HDA_C
+    vfio-group-status --attach $g || die "group $g still not viable with both on vfio-pci"
+    host_bind $HDA_C
+    host_bind $EDU_C
+    expect_drv $EDU_C standin
+    wait_drv $HDA_C snd_hda_intel 30 || die "$HDA_C not back on snd_hda_intel"
+}
+
+t_abi_probe_nothing_binds() {
+    # drivers_probe succeeds although vfio-pci refuses a bridge: only the driver link tells.
+    echo vfio-pci > $P/$PBRIDGE/driver_override
+    r=$(sysfs-write /sys/bus/pci/drivers_probe $PBRIDGE || true)
+    echo > $P/$PBRIDGE/driver_override
+    [ "$r" = OK ] || die "drivers_probe returned $r"
+    expect_drv $PBRIDGE "" "bridge must not bind to vfio-pci"
+}
+
+# --- SR-IOV on the nvme PF --------------------------------------------------------------------
+t_sriov() {
+    local f=$P/$NVME/sriov_numvfs r
+    [ "$(cat $P/$NVME/sriov_totalvfs)" = 4 ] || die "sriov_totalvfs=$(cat $P/$NVME/sriov_totalvfs)"
+    echo 0 > $P/$NVME/sriov_drivers_autoprobe
+    r=$(sysfs-write $f 2 || true); [ $r = OK ] || die "enable 2 VFs: $r"
+    [ "$(cat $f)" = 2 ] || die "sriov_numvfs reads $(cat $f)"
+    [ -e $P/$NVME/virtfn0 ] && [ -e $P/$NVME/virtfn1 ] && [ ! -e $P/$NVME/virtfn2 ] || die "virtfn links"
+    vf=$(basename $(readlink $P/$NVME/virtfn0))
+    [ -z "$(drv $vf)" ] || die "VF $vf bound to $(drv $vf) with autoprobe off"
+    [ -n "$(grp $vf)" ] || die "VF $vf has no IOMMU group"
+    r=$(sysfs-write $f 3 || true); [ $r = EBUSY ] || die "2 -> 3 VFs: $r, expected EBUSY"
+    r=$(sysfs-write $f 5 || true); [ $r = ERANGE ] || die "5 VFs (> total 4): $r, expected ERANGE"
+    r=$(sysfs-write $f 0 || true); [ $r = OK ] || die "disable: $r"
+    [ ! -e $P/$NVME/virtfn0 ] || die "virtfn0 still there"
+    r=$(sysfs-write $f 4 || true); [ $r = OK ] || die "enable 4: $r"
+    r=$(sysfs-write $f 0 || true); [ $r = OK ] || die "disable: $r"
+    # no PF driver -> ENOENT
+    echo $NVME > /sys/bus/pci/drivers/nvme/unbind
+    r=$(sysfs-write $f 1 || true)
+    echo $NVME > /sys/bus/pci/drivers/nvme/bind
+    [ $r = ENOENT ] || die "enable without a PF driver: $r, expected ENOENT"
+    expect_drv $NVME nvme
+    echo 1 > $P/$NVME/sriov_drivers_autoprobe
+}
+
+t_sriov_vfio_refuses_pf() {
+    # vfio-pci will not take a PF whose VFs are enabled: the probe fails, drivers_probe does not.
+    local f=$P/$NVME/sriov_numvfs r
+    modprobe vfio-pci
+    echo 0 > $P/$NVME/sriov_drivers_autoprobe
+    echo 1 > $f
+    vfio_bind $NVME
+    got=$(drv $NVME)
+    dmesg | tail -n 20 | grep -q "Cannot bind to PF with SR-IOV enabled" || echo "(no vfio-pci message in dmesg)"
+    numvfs=$(cat $f)
+    host_bind $NVME
+    wait_drv $NVME nvme 30 || die "nvme PF not back on nvme"
+    echo 0 > $f 2>/dev/null || true
+    echo 1 > $P/$NVME/sriov_drivers_autoprobe
+    [ -z "$got" ] || die "PF with VFs ended on '$got', expected no driver"
+    note "sriov_numvfs after unbinding nvme from the PF: $numvfs (the PF driver's remove does not disable VFs)"
+}
+
+# --- mdev on mtty -----------------------------------------------------------------------------
+t_mdev() {
+    local types t u avail r
+    modprobe mtty
+    types=/sys/class/mdev_bus/mtty/mdev_supported_types
+    [ -d $types ] || die "no $types"
+    t=$(ls -d $types/*-1 | head -n1)
+    [ -n "$t" ] || die "no single-port type under $types: $(ls $types)"
+    [ "$(cat $t/name)" = "Single port serial" ] || die "type name '$(cat $t/name)'"
+    [ "$(cat $t/device_api)" = vfio-pci ] || die "device_api '$(cat $t/device_api)'"
+    avail=$(cat $t/available_instances)
+    u=$(cat /proc/sys/kernel/random/uuid)
+    r=$(sysfs-write $t/create $u || true); [ $r = OK ] || die "create: $r"
+    [ -d /sys/bus/mdev/devices/$u ] || die "mdev $u not on the mdev bus"
+    [ "$(cat $t/available_instances)" = $((avail - 1)) ] || die "available_instances did not count down"
+    [ "$(basename $(readlink /sys/bus/mdev/devices/$u/mdev_type))" = "$(basename $t)" ] || die "mdev_type link"
+    [ -e $t/devices/$u ] || die "$t/devices/$u missing"
+    g=$(basename $(readlink /sys/bus/mdev/devices/$u/iommu_group))
+    [ -c /dev/vfio/$g ] || die "/dev/vfio/$g missing for the mdev"
+    r=$(sysfs-write $t/create $u || true); [ $r = EEXIST ] || die "create twice: $r, expected EEXIST"
+    r=$(sysfs-write $t/create not-a-uuid || true); [ $r = EINVAL ] || die "bad uuid: $r, expected EINVAL"
+    r=$(sysfs-write /sys/bus/mdev/devices/$u/remove 1 || true); [ $r = OK ] || die "remove: $r"
+    [ ! -e /sys/bus/mdev/devices/$u ] || die "mdev still present"
+    [ "$(cat $t/available_instances)" = $avail ] || die "available_instances not restored"
+    rmmod mtty
+}
