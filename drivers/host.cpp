@@ -64,7 +64,7 @@ Status timedWrite(const std::string& path, std::string_view data,
     if (left.count() <= 0) {
       // The kernel has not answered; the child stays blocked in the write (it may be in
       // uninterruptible sleep) and finishes on its own. We report and move on.
-      return sysError("write did not return in " + std::to_string(timeout.count() / 1000.0) + " s",
+      return sysError("write did not return in " + std::to_string(static_cast<double>(timeout.count()) / 1000.0) + " s",
                       ETIMEDOUT);
     }
     if (pidfd >= 0) {

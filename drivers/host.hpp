@@ -58,14 +58,14 @@ class RootHost final : public Host {
   explicit RootHost(std::filesystem::path root);
 
   const std::filesystem::path& root() const override { return root_; }
-  Result<std::string> read(std::string_view path, size_t cap) const override;
+  Result<std::string> read(std::string_view path, size_t cap = kDefaultReadCap) const override;
   Result<std::string> readLink(std::string_view path) const override;
   Result<std::vector<std::string>> list(std::string_view dir) const override;
   bool exists(std::string_view path) const override;
   Status writeAttr(std::string_view path, std::string_view data,
-                   std::optional<std::chrono::milliseconds> timeout) override;
-  Status writeFileAtomic(std::string_view path, std::string_view data, mode_t mode) override;
-  Status makeDirs(std::string_view path, mode_t mode) override;
+                   std::optional<std::chrono::milliseconds> timeout = std::nullopt) override;
+  Status writeFileAtomic(std::string_view path, std::string_view data, mode_t mode = 0644) override;
+  Status makeDirs(std::string_view path, mode_t mode = 0755) override;
   Status removeFile(std::string_view path) override;
 
  private:

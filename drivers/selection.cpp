@@ -29,11 +29,11 @@ std::string GroupProblem::describe(const Snapshot& s) const {
     msg += " holds the root filesystem's disk";
     if (s.rootDiskPci) msg += " " + describeFunction(s, *s.rootDiskPci);
   }
-  if (!foreign.empty()) {
-    std::vector<std::string> names;
-    for (const auto& b : foreign) names.push_back(describeFunction(s, b));
-    msg += std::string(holdsRootDisk ? " and" : "") + " also holds " + join(names, ", ");
+  std::vector<std::string> names;
+  for (const auto& b : foreign) {
+    if (!(holdsRootDisk && s.rootDiskPci == b)) names.push_back(describeFunction(s, b));
   }
+  if (!names.empty()) msg += std::string(holdsRootDisk ? " and" : "") + " also holds " + join(names, ", ");
   return msg;
 }
 

@@ -1,0 +1,58 @@
+// The only part of hostprep that writes to the kernel. It applies a plan step by step, journals
+// each step before it runs, verifies what the kernel did, and on any failure puts every touched
+// device back on its original driver and override.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "drivers/holders.hpp"
+#include "drivers/host.hpp"
+#include "drivers/journal.hpp"
+#include "drivers/kmod.hpp"
+#include "drivers/plan.hpp"
+
+namespace hostprep {
+
+// The host as the executor sees it: the root-prefixed seam plus the module loader.
+struct Kernel {
+  Host& host;
+  ModuleLoader& modules;
+};
+
+struct ApplyOptions {
+  std::chrono::milliseconds unbindTimeout{30'000};
+  std::string hostDriver = "nvidia";
+  std::vector<std::string> holderNodes{"/dev/nvidia*"};  // holders block unbinding hostDriver
+  // Called once per device when its last step is verified (or when it fails).
+  std::function<void(const DeviceMove&, const Status&)> onDevice;
+  // Called after step k is done; returning false abandons the run on the spot with no rollback,
+  // exactly like a crash (tests use it; test builds also wire it to SIGKILL).
+  std::function<bool(size_t k)> afterStep;
+};
+
+// Processes that would block the plan's unbinds: holders of the host driver's nodes for an
+// unbind from it, holders of /dev/vfio/<group> for an unbind from vfio.
+std::vector<Holder> planHolders(const Host& host, const Plan& plan, const ApplyOptions& opt);
+
+struct ApplyResult {
+  size_t stepsRun = 0;
+  bool rolledBack = false;
+};
+
+// Applies the plan. On failure the error names the device, the step and errno, and every
+// touched device is back where it began (or the error says which one could not be restored).
+Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& opt);
+
+// Resolves a journal left by a run that died: puts every device it lists back on its original
+// driver and override, then removes the journal. Returns the number of devices restored, or
+// nothing when there was no journal.
+Result<std::optional<size_t>> recoverJournal(Kernel& k, const ApplyOptions& opt);
+
+// Moves one device to a driver and override, however it is bound now (used by rollback and
+// recovery; idempotent).
+Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const ApplyOptions& opt);
+
+}  // namespace hostprep

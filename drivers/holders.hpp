@@ -1,0 +1,22 @@
+// Who holds a device: processes with open file descriptors on matching device nodes, found by
+// scanning <root>/proc/*/fd the way fuser does.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "drivers/host.hpp"
+
+namespace hostprep {
+
+struct Holder {
+  int pid = 0;
+  std::string comm;
+  std::string node;  // "/dev/nvidia0"
+  std::string describe() const;  // "pid 4242 (nvidia-persistenced) holds /dev/nvidia0"
+};
+
+// Processes holding a node that matches one of the globs ("/dev/nvidia*", "/dev/vfio/12").
+std::vector<Holder> findHolders(const Host& host, const std::vector<std::string>& globs);
+
+}  // namespace hostprep

@@ -1,0 +1,57 @@
+// The write-ahead journal of a prepare run and the lock that serializes runs. The journal lives
+// in <root>/run/hostprep/journal.json: written before each step, removed when the run ends
+// cleanly. A journal found at start means a run died mid-way; it holds every touched device's
+// original driver and override, which is all the next run needs to put the host back.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "drivers/host.hpp"
+#include "drivers/plan.hpp"
+
+namespace hostprep {
+
+inline constexpr std::string_view kStateDir = "run/hostprep";
+inline constexpr std::string_view kJournalPath = "run/hostprep/journal.json";
+inline constexpr std::string_view kLockPath = "run/hostprep/lock";
+
+struct JournalDevice {
+  Bdf bdf;
+  DeviceState original;
+};
+
+struct Journal {
+  Mode mode = Mode::kContainer;
+  int pid = 0;
+  std::vector<JournalDevice> devices;  // every device the plan may touch, in plan order
+  std::vector<Step> steps;
+  size_t next = 0;  // the step about to run (or running when the process died)
+};
+
+std::string toJson(const Journal& j);
+Result<Journal> parseJournal(std::string_view text);
+
+Result<std::optional<Journal>> readJournal(const Host& host);
+Status writeJournal(Host& host, const Journal& j);
+Status removeJournal(Host& host);
+
+// An exclusive flock on <root>/run/hostprep/lock, released when destroyed.
+class RunLock {
+ public:
+  RunLock(RunLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  RunLock& operator=(RunLock&&) = delete;
+  RunLock(const RunLock&) = delete;
+  ~RunLock();
+
+  // Waits up to `timeout` for another run to finish.
+  static Result<RunLock> acquire(Host& host, std::chrono::milliseconds timeout);
+
+ private:
+  explicit RunLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
+}  // namespace hostprep

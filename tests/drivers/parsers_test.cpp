@@ -1,0 +1,94 @@
+#include "drivers/parsers.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "drivers/pci.hpp"
+
+using namespace hostprep;
+
+TEST_CASE("parseBdf accepts full and short addresses and nothing else", "[parsers]") {
+  struct Row {
+    const char* in;
+    const char* out;  // nullptr = rejected
+  };
+  const Row rows[] = {
+      {"0000:3b:00.0", "0000:3b:00.0"}, {"0000:3B:1f.7", "0000:3b:1f.7"}, {"3b:00.1", "0000:3b:00.1"},
+      {"10000:3b:00.0", nullptr},       {"0000:3b:20.0", nullptr},        {"0000:3b:00.8", nullptr},
+      {"../../etc", nullptr},           {"0000:3b:00.0/", nullptr},       {"", nullptr},
+      {"0000:3b:00", nullptr},          {"0000-3b:00.0", nullptr},        {"0000:3g:00.0", nullptr},
+      {"0000:+b:00.0", nullptr},
+  };
+  for (const auto& r : rows) {
+    INFO(r.in);
+    auto b = parseBdf(r.in);
+    if (r.out) {
+      REQUIRE(b);
+      CHECK(b->str() == r.out);
+    } else {
+      CHECK_FALSE(b);
+    }
+  }
+}
+
+TEST_CASE("parsePciId reads vendor:device in hex", "[parsers]") {
+  CHECK(parsePciId("10de:2236") == PciId{0x10de, 0x2236});
+  CHECK(parsePciId("10DE:2236") == PciId{0x10de, 0x2236});
+  CHECK(parsePciId("0x1234:0x11e8") == PciId{0x1234, 0x11e8});
+  CHECK_FALSE(parsePciId("10de"));
+  CHECK_FALSE(parsePciId("10de:2236:1"));
+  CHECK_FALSE(parsePciId("10de:12345"));
+  CHECK_FALSE(parsePciId("zz:11"));
+}
+
+TEST_CASE("parseDriverOverride treats (null) and empty as unset", "[parsers]") {
+  CHECK_FALSE(parseDriverOverride("(null)\n"));
+  CHECK_FALSE(parseDriverOverride("\n"));
+  CHECK(parseDriverOverride("vfio-pci\n") == std::optional<std::string>("vfio-pci"));
+}
+
+TEST_CASE("parseCmdline splits words, values and quotes like the kernel", "[parsers]") {
+  auto c = parseCmdline("BOOT_IMAGE=/vmlinuz ro  intel_iommu=on iommu=pt quiet "
+                        "dyndbg=\"file x.c +p\" iommu=off\n");
+  CHECK(c.has("ro"));
+  CHECK(c.has("quiet"));
+  CHECK_FALSE(c.value("ro"));
+  CHECK(c.value("intel_iommu") == std::optional<std::string>("on"));
+  CHECK(c.value("iommu") == std::optional<std::string>("off"));  // last one wins
+  CHECK(c.value("dyndbg") == std::optional<std::string>("file x.c +p"));
+  CHECK_FALSE(c.has("amd_iommu"));
+  CHECK(parseCmdline("").params.empty());
+}
+
+TEST_CASE("parseProcModules reads the first column and normalises dashes", "[parsers]") {
+  auto m = parseProcModules(
+      "nvidia 56823808 2 nvidia_modeset, Live 0x0000000000000000 (POE)\n"
+      "snd_hda_intel 57344 0 - Live 0x0\n"
+      "vfio-pci 16384 0 - Live 0x0\n\n garbage/../x 1 2\n");
+  CHECK(m == std::set<std::string>{"nvidia", "snd_hda_intel", "vfio_pci"});
+}
+
+TEST_CASE("isValidModuleName rejects path tricks", "[parsers]") {
+  CHECK(isValidModuleName("vfio_pci"));
+  CHECK(isValidModuleName("vfio-pci"));
+  CHECK_FALSE(isValidModuleName("../nvidia"));
+  CHECK_FALSE(isValidModuleName("a/b"));
+  CHECK_FALSE(isValidModuleName(""));
+  CHECK_FALSE(isValidModuleName(std::string(65, 'a')));
+  CHECK_FALSE(isValidModuleName(std::string("nv\0idia", 7)));
+}
+
+TEST_CASE("bestVfioModule picks the alias with the fewest wildcards", "[parsers]") {
+  const char* aliases =
+      "alias pci:v000010DEd*sv*sd*bc03sc*i* nvidia\n"
+      "alias vfio_pci:v*d*sv*sd*bc*sc*i* vfio_pci\n"
+      "alias vfio_pci:v000010DEd00002342sv*sd*bc*sc*i* nvgrace_gpu_vfio_pci\n"
+      "alias vfio_pci:v000010DEd*sv*sd*bc*sc*i* some_other_vfio\n";
+  const char* gh200 = "pci:v000010DEd00002342sv000010DEsd000016EBbc03sc02i00";
+  const char* a10 = "pci:v000010DEd00002236sv000010DEsd00001482bc03sc02i00";
+  const char* nic = "pci:v00008086d00001521sv00008086sd00000001bc02sc00i00";
+  CHECK(bestVfioModule(aliases, gh200) == "nvgrace_gpu_vfio_pci");
+  CHECK(bestVfioModule(aliases, a10) == "some_other_vfio");
+  CHECK(bestVfioModule(aliases, nic) == "vfio_pci");
+  CHECK(bestVfioModule("", a10) == "vfio_pci");
+  CHECK(bestVfioModule(aliases, "not-a-modalias") == "vfio_pci");
+}

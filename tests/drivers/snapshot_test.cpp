@@ -1,0 +1,120 @@
+#include "drivers/snapshot.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "drivers/selection.hpp"
+#include "tests/support/fixture.hpp"
+
+using namespace hostprep;
+using hostprep::test::Fixture;
+
+TEST_CASE("the snapshot reads a two-A10 host as the kernel lays it out", "[snapshot]") {
+  Fixture fx("two-a10");
+  RootHost host(fx.root());
+  auto s = readSnapshot(host);
+  REQUIRE(s);
+  CHECK(s->kernelRelease == "6.1.0-test-amd64");
+  CHECK(s->cmdline.value("intel_iommu") == std::optional<std::string>("on"));
+  CHECK(s->moduleLoaded("nvidia"));
+  CHECK_FALSE(s->moduleLoaded("vfio_pci"));
+  CHECK(s->pciDrivers.count("snd_hda_intel"));
+  REQUIRE(s->pci.size() == 8);
+  const auto* gpu = s->find(*parseBdf("0000:3b:00.0"));
+  REQUIRE(gpu);
+  CHECK(gpu->id == PciId{0x10de, 0x2236});
+  CHECK(gpu->subsystem == PciId{0x10de, 0x1482});
+  CHECK(gpu->classCode == 0x030200);
+  CHECK(gpu->driver == std::optional<std::string>("nvidia"));
+  CHECK_FALSE(gpu->driverOverride);
+  CHECK(gpu->iommuGroup == std::optional<int>(30));
+  CHECK(gpu->numaNode == std::optional<int>(0));
+  CHECK(gpu->bootVga == std::optional<bool>(false));
+  CHECK_FALSE(gpu->sriovTotalVfs);  // absent is a state: no SR-IOV
+  CHECK(gpu->consumers == std::vector<Bdf>{*parseBdf("0000:3b:00.1")});
+  CHECK(gpu->modalias == "pci:v000010DEd00002236sv000010DEsd00001482bc03sc02i00");
+  CHECK(s->iommuGroups.at(30).size() == 2);
+  CHECK(s->rootDiskPci == parseBdf("0000:5e:00.0"));
+}
+
+TEST_CASE("absent files are states, not errors", "[snapshot]") {
+  Fixture fx("no-iommu");
+  RootHost host(fx.root());
+  auto s = readSnapshot(host);
+  REQUIRE(s);
+  CHECK(s->iommuGroups.empty());
+  CHECK_FALSE(s->find(*parseBdf("0000:3b:00.0"))->iommuGroup);
+  CHECK_FALSE(s->rootDiskPci);
+}
+
+TEST_CASE("a root without sys/bus/pci is an error that names the root", "[snapshot]") {
+  Fixture fx;
+  RootHost host(fx.root());
+  auto s = readSnapshot(host);
+  REQUIRE_FALSE(s);
+  CHECK_THAT(s.error().describe(), Catch::Contains(fx.root().string() + "/sys/bus/pci/devices"));
+  CHECK_THAT(s.error().describe(), Catch::Contains("--root must point at one"));
+}
+
+TEST_CASE("oversized sysfs files are capped, not trusted", "[snapshot]") {
+  Fixture fx;
+  fx.write("big", std::string(5000, 'x'));
+  RootHost host(fx.root());
+  auto r = host.read("big", 4096);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().err == EFBIG);
+  CHECK(host.read("big", 8192)->size() == 5000);
+}
+
+TEST_CASE("selection takes every companion in the group and refuses foreign devices", "[selection]") {
+  SECTION("Turing: audio, USB and UCSI ride along") {
+    Fixture fx("turing-usb-ucsi");
+    RootHost host(fx.root());
+    auto s = readSnapshot(host);
+    auto sel = selectDevices(*s, {});
+    REQUIRE(sel);
+    REQUIRE(sel->targets.size() == 4);
+    CHECK(sel->targets[0].role == Role::kGpu);
+    for (size_t i = 1; i < 4; ++i) CHECK(sel->targets[i].role == Role::kCompanion);
+    CHECK(sel->problems.empty());
+  }
+  SECTION("a group shared with the root NVMe is a problem naming it") {
+    Fixture fx("nvme-shared-group");
+    RootHost host(fx.root());
+    auto s = readSnapshot(host);
+    auto sel = selectDevices(*s, {});
+    REQUIRE(sel);
+    REQUIRE(sel->problems.size() == 1);
+    CHECK(sel->problems[0].holdsRootDisk);
+    CHECK(sel->problems[0].describe(*s) ==
+          "IOMMU group 12 of GPU 0000:03:00.0 holds the root filesystem's disk 0000:04:00.0 "
+          "(144d:a80a NVMe controller)");
+    CHECK_FALSE(sel->find(*parseBdf("0000:04:00.0")));  // never a target
+    CHECK_FALSE(sel->find(*parseBdf("0000:02:00.0")));  // bridges stay put
+  }
+  SECTION("--devices narrows the selection and rejects strangers") {
+    Fixture fx("two-a10");
+    RootHost host(fx.root());
+    auto s = readSnapshot(host);
+    SelectionOptions o;
+    o.devices = {*parseBdf("0000:86:00.0")};
+    auto sel = selectDevices(*s, o);
+    REQUIRE(sel);
+    CHECK(sel->targets.size() == 2);
+    o.devices = {*parseBdf("0000:5e:00.0")};
+    auto bad = selectDevices(*s, o);
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().exit == Exit::kUsage);
+    CHECK_THAT(bad.error().message, Catch::Contains("0000:5e:00.0 (144d:a80a NVMe controller) is not a selected GPU"));
+  }
+  SECTION("--gpu-ids replaces the NVIDIA rule") {
+    Fixture fx("two-a10");
+    RootHost host(fx.root());
+    auto s = readSnapshot(host);
+    SelectionOptions o;
+    o.gpuIds = {{0x8086, 0x1521}};
+    auto sel = selectDevices(*s, o);
+    REQUIRE(sel);
+    REQUIRE(sel->targets.size() == 1);
+    CHECK(sel->targets[0].bdf == *parseBdf("0000:af:00.0"));
+  }
+}

@@ -1,0 +1,88 @@
+// A fake kernel over a fixture tree. Reads go to the files as they are (the same seam as
+// production); writes to kernel attributes get the kernel's semantics (DOMAIN.md §4), and the
+// fake keeps its world consistent: a bind moves the `driver` link and the driver's device link,
+// creates /dev/vfio/<group>; a module load creates sys/module/<m>, the driver directory and the
+// proc/modules line. Any write can be made to fail on demand.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "drivers/host.hpp"
+#include "drivers/kmod.hpp"
+#include "drivers/pci.hpp"
+
+namespace hostprep::test {
+
+class FakeKernel final : public Host {
+ public:
+  explicit FakeKernel(std::filesystem::path root);
+
+  // Host: reads pass through; writeAttr applies kernel semantics.
+  const std::filesystem::path& root() const override { return fs_.root(); }
+  Result<std::string> read(std::string_view path, size_t cap = kDefaultReadCap) const override {
+    return fs_.read(path, cap);
+  }
+  Result<std::string> readLink(std::string_view path) const override { return fs_.readLink(path); }
+  Result<std::vector<std::string>> list(std::string_view dir) const override { return fs_.list(dir); }
+  bool exists(std::string_view path) const override { return fs_.exists(path); }
+  Status writeAttr(std::string_view path, std::string_view data,
+                   std::optional<std::chrono::milliseconds> timeout = std::nullopt) override;
+  Status writeFileAtomic(std::string_view path, std::string_view data, mode_t mode = 0644) override {
+    return fs_.writeFileAtomic(path, data, mode);
+  }
+  Status makeDirs(std::string_view path, mode_t mode = 0755) override { return fs_.makeDirs(path, mode); }
+  Status removeFile(std::string_view path) override { return fs_.removeFile(path); }
+
+  // Fault injection: the n-th kernel write (0-based, counting every writeAttr) fails with err
+  // and has no effect.
+  void failWrite(size_t n, int err = EIO) { failAt_ = n, failErr_ = err; }
+  // Every write whose path contains `needle` fails with err.
+  void failWritesTo(std::string needle, int err) { failPaths_.emplace_back(std::move(needle), err); }
+  // An unbind of this device blocks (returns ETIMEDOUT, as the real write would never return).
+  void holdDevice(const Bdf& b) { held_.insert(b); }
+  // This driver's probe() fails for this device (EINVAL), as vfio-pci does for some devices.
+  void refuseBind(const Bdf& b, std::string driver) { refused_.emplace(b, std::move(driver)); }
+  size_t writeCount() const { return writes_.size(); }
+  const std::vector<std::string>& writes() const { return writes_; }
+
+  // Kernel-side operations, also used by FakeModules.
+  Status loadModule(const std::string& module);
+  bool bind(const Bdf& b, const std::string& driver, int* err);
+
+ private:
+  Status apply(const std::string& path, const std::string& data);
+  std::optional<std::string> boundDriver(const Bdf& b) const;
+  void unbindNow(const Bdf& b, const std::string& driver);
+  bool driverMatches(const std::string& driver, const PciFunction& f) const;
+  void refreshVfioNode(const PciFunction& f);
+
+  RootHost fs_;
+  std::vector<std::string> writes_;
+  std::optional<size_t> failAt_;
+  int failErr_ = EIO;
+  std::vector<std::pair<std::string, int>> failPaths_;
+  std::set<Bdf> held_;
+  std::set<std::pair<Bdf, std::string>> refused_;
+};
+
+// libkmod's stand-in: loads modules into the fake kernel; a module is available when the
+// fixture's lib/modules/<release>/modules.dep names it.
+class FakeModules final : public ModuleLoader {
+ public:
+  explicit FakeModules(FakeKernel& k) : k_(k) {}
+  Status load(const std::string& module) override { return k_.loadModule(module); }
+  bool available(const std::string& module) const override;
+
+ private:
+  FakeKernel& k_;
+};
+
+// The driver a module registers in the fake world ("vfio_pci" -> "vfio-pci").
+std::string fakeDriverOfModule(const std::string& module);
+
+}  // namespace hostprep::test

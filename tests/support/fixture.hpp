@@ -1,0 +1,42 @@
+// Fixture host trees. A scenario lives in tests/fixtures/<scenario>/: plain files copied as they
+// are (proc/cpuinfo, etc/default/grub, usr/share/misc/pci.ids, ...) plus host.yaml, which
+// describes the PCI topology, drivers, IOMMU groups, modules and holders compactly and is
+// expanded into the sysfs layout the real kernel uses (devices under sys/devices, links from
+// sys/bus/pci/devices, driver and iommu_group links, ...). Every test gets a fresh copy in a
+// temporary directory, removed afterwards.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+namespace hostprep::test {
+
+class Fixture {
+ public:
+  // Copies tests/fixtures/<scenario> into a new temporary root and expands its host.yaml.
+  explicit Fixture(const std::string& scenario);
+  // An empty root (host.yaml-less), for tests that build their own tree.
+  Fixture();
+  ~Fixture();
+  Fixture(const Fixture&) = delete;
+  Fixture& operator=(const Fixture&) = delete;
+
+  const std::filesystem::path& root() const { return root_; }
+  std::filesystem::path path(const std::string& rel) const { return root_ / rel; }
+  void write(const std::string& rel, const std::string& text) const;
+  void symlink(const std::string& rel, const std::string& target) const;
+
+  // What a switch may change, for "the host is exactly as it was": every PCI function's driver
+  // link and driver_override, sriov_numvfs, every driver's device links, and /dev/vfio.
+  std::map<std::string, std::string> deviceState() const;
+
+ private:
+  std::filesystem::path root_;
+};
+
+// Expands a host.yaml text into sysfs/procfs files under root (exposed for tests of the
+// fixture builder itself).
+void expandHostYaml(const std::filesystem::path& root, const std::string& yaml);
+
+}  // namespace hostprep::test
