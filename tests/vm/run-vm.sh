@@ -100,12 +100,23 @@ summary=$(tr -d '\r' < "$LOG" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail 
 if [ -z "$summary" ]; then
     echo "run-vm: FAIL: no 'N passed, N failed' summary line" >&2; fail=1
 else
-    echo "run-vm: $summary" >&2
-    nfail=$(echo "$summary" | sed 's/.*passed, \([0-9]*\) failed/\1/')
-    [ "$nfail" = 0 ] || fail=1
+    echo "run-vm: guest: $summary" >&2
 fi
-if tr -d '\r' < "$LOG" | grep -q '^FAIL '; then
-    tr -d '\r' < "$LOG" | grep '^FAIL ' >&2
-    fail=1
-fi
+# FAIL lines: a test listed in known-failures.txt does not fail the run (it is still reported).
+KNOWN=$(sed 's/#.*//' "$HERE/known-failures.txt" 2>/dev/null | awk 'NF { print $1 }')
+failed=$(tr -d '\r' < "$LOG" | sed -n 's/^FAIL \([^:]*\):.*/\1/p')
+for t in $failed; do
+    if echo "$KNOWN" | grep -qxF "$t"; then
+        echo "run-vm: known failure (tests/vm/known-failures.txt): $(tr -d '\r' < "$LOG" | grep "^FAIL $t:")" >&2
+    else
+        echo "run-vm: $(tr -d '\r' < "$LOG" | grep "^FAIL $t:")" >&2
+        fail=1
+    fi
+done
+for t in $KNOWN; do
+    if tr -d '\r' < "$LOG" | grep -q "^PASS $t "; then
+        echo "run-vm: note: known failure $t now passes; remove it from known-failures.txt" >&2
+    fi
+done
+echo "run-vm: $([ $fail = 0 ] && echo OK || echo FAILED)" >&2
 exit "$fail"

@@ -194,3 +194,196 @@ t_mdev() {
     [ "$(cat $t/available_instances)" = $avail ] || die "available_instances not restored"
     rmmod mtty
 }
+
+# --- hostprep ----------------------------------------------------------------------------------
+hp_t_runs() {
+    hp_expect 0 --version
+    hp_expect 0 --help
+    hp_expect 2 prepare --mode no-such-mode
+}
+
+hp_t_dry_run() {
+    hp_expect 0 prepare --mode vm-passthrough --dry-run $HP_IDS --devices $EDU_A,$EDU_C
+    grep -q "$HDA_C" $T/hp.out || die "dry run does not list the companion $HDA_C"
+    expect_boot_state "after a dry run"
+    expect_no_journal
+}
+
+hp_t_round_trip() {
+    modprobe vfio_iommu_type1     # busybox modprobe ignores vfio's softdep (see README)
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A,$EDU_B
+    expect_vfio_group $EDU_A
+    expect_vfio_group $EDU_B
+    expect_drv $EDU_C standin "unselected $EDU_C"
+    expect_no_journal
+    hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_A,$EDU_B
+    expect_drv $EDU_A standin; expect_drv $EDU_B standin
+    [ -n "$(standin_node $EDU_A)" ] || die "no /dev/standin node for $EDU_A after container"
+    expect_boot_state "after the round trip"
+    expect_no_journal
+}
+
+hp_t_idempotent() {
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A
+    pci_state > $T/s1; d1=$(dmesg | wc -l)
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A
+    grep -qi "nothing to do" $T/hp.out || die "second vm-passthrough run did not say 'nothing to do'"
+    state_diff $T/s1 > $T/sd.out || die "second run changed: $(tr '\n' ';' < $T/sd.out)"
+    [ "$(dmesg | wc -l)" = "$d1" ] || die "second run made the kernel log: $(dmesg | tail -n +$((d1 + 1)) | head -3)"
+    hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_A
+    hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_A
+    grep -qi "nothing to do" $T/hp.out || die "second container run did not say 'nothing to do'"
+    expect_boot_state
+}
+
+hp_t_shared_group() {
+    modprobe vfio_iommu_type1
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_C
+    expect_drv $HDA_C vfio-pci "companion $HDA_C (same IOMMU group)"
+    expect_vfio_group $EDU_C
+    back_to_container $EDU_C
+    wait_drv $HDA_C snd_hda_intel 30 || die "$HDA_C not back on snd_hda_intel: '$(drv $HDA_C)'"
+    expect_boot_state
+}
+
+hp_t_bridge_group() {
+    modprobe vfio_iommu_type1
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_E
+    expect_drv $OHCI_E vfio-pci "USB companion behind the bridge"
+    expect_drv $PBRIDGE "" "the pcie-pci-bridge"
+    [ "$(ovr $PBRIDGE)" = "" ] || die "bridge got driver_override '$(ovr $PBRIDGE)'"
+    expect_vfio_group $EDU_E
+    back_to_container $EDU_E
+    expect_boot_state
+}
+
+hp_t_foreign_refused() {
+    hp_expect 3 prepare --mode vm-passthrough $HP_IDS --devices $EDU_D
+    grep -q "$NIC_D" $T/hp.out || die "refusal does not name the foreign device $NIC_D"
+    expect_boot_state "after the refusal"
+    # The default selection (every edu) includes EDU_D: the whole run is refused, nothing moves.
+    hp_expect 3 prepare --mode vm-passthrough $HP_IDS
+    expect_boot_state "after refusing the full selection"
+    expect_no_journal
+}
+
+hp_t_in_use() {
+    local n
+    n=$(standin_node $EDU_A)
+    hold_start $n
+    hp_bg 300 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A
+    if [ -z "$HP_RC" ]; then
+        hold_stop; wait $HP_PID || true
+        die "hostprep still running after 30 s while $n was held (blocked in unbind?)"
+    fi
+    [ "$HP_RC" = 3 ] || die "exit $HP_RC, expected 3"
+    grep -q "pid $HOLD_PID" $T/hp.out || die "output does not name the holder pid $HOLD_PID"
+    note "refused in $HP_MS ms"
+    hold_stop
+    expect_boot_state "after the in-use refusal"
+    expect_no_journal
+}
+
+hp_t_mid_plan_failure() {
+    # EDU_A moves first; the nvme PF (selected through --gpu-ids) has a VF enabled, which
+    # vfio-pci refuses ("Cannot bind to PF with SR-IOV enabled", EBUSY) after the nvme unbind.
+    echo 0 > $P/$NVME/sriov_drivers_autoprobe
+    echo 1 > $P/$NVME/sriov_numvfs
+    pci_state > $T/s1
+    hp_expect 1 prepare --mode vm-passthrough --gpu-ids 1234:11e8,1b36:0010 --host-driver standin \
+        --devices $EDU_A,$NVME
+    grep -q "$EDU_A.*ok" $T/hp.out || note "EDU_A was not moved before the failure (plan order changed?)"
+    state_diff $T/s1 > $T/sd.out || die "not rolled back: $(tr '\n' ';' < $T/sd.out)"
+    expect_no_journal
+    echo 0 > $P/$NVME/sriov_numvfs
+    echo 1 > $P/$NVME/sriov_drivers_autoprobe
+    expect_boot_state
+}
+
+hp_t_crash_sweep() {
+    # HOSTPREP_TEST_CRASH_AFTER_STEP=k SIGKILLs prepare right after step k; the next run must
+    # resolve the journal (roll back) and leave the host consistent.
+    local k n devs=$EDU_C
+    hp_expect 0 --output json prepare --mode vm-passthrough --dry-run $HP_IDS --devices $devs
+    n=$(grep -c '"kind"' $T/hp.out)
+    [ "$n" -gt 2 ] || die "cannot count the plan's steps"
+    k=0
+    while [ $k -lt $n ]; do
+        HOSTPREP_TEST_CRASH_AFTER_STEP=$k hp prepare --mode vm-passthrough $HP_IDS --devices $devs
+        [ "$HP_RC" = 137 ] || die "step $k: exit $HP_RC, expected death by SIGKILL (137)"
+        if [ $k -lt $((n - 1)) ]; then
+            journal_exists || die "step $k: no journal after the crash"
+        fi
+        # The next run: container mode. It rolls the journal back first, then has nothing to do.
+        hp_expect 0 prepare --mode container $HP_IDS --devices $devs
+        expect_no_journal
+        wait_drv $HDA_C snd_hda_intel 30 || true
+        expect_boot_state "after crash at step $k and the next run"
+        k=$((k + 1))
+    done
+    # And once with the next run in the same mode: roll back, then do the whole switch.
+    HOSTPREP_TEST_CRASH_AFTER_STEP=3 hp prepare --mode vm-passthrough $HP_IDS --devices $devs
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $devs
+    expect_drv $EDU_C vfio-pci; expect_drv $HDA_C vfio-pci
+    expect_no_journal
+    back_to_container $devs
+    wait_drv $HDA_C snd_hda_intel 30 || true
+    expect_boot_state
+    note "$n crash points"
+}
+
+hp_t_sigkill_slow_remove() {
+    local pid i t0
+    echo 3000 > /sys/module/standin/parameters/remove_delay_ms
+    trap 'echo 0 > /sys/module/standin/parameters/remove_delay_ms' EXIT
+    d0=$(dmesg | wc -l)
+    hostprep prepare --mode vm-passthrough $HP_IDS --devices $EDU_B > $T/hp.out 2>&1 &
+    pid=$!
+    i=0
+    while ! dmesg | tail -n +$((d0 + 1)) | grep -q "remove delayed"; do
+        i=$((i + 1)); [ $i -lt 100 ] || die "standin remove never started"
+        usleep 100000
+    done
+    kill -9 $pid
+    wait $pid || true
+    journal_exists || die "no journal after SIGKILL during the unbind"
+    note "killed hostprep inside the slow remove(); driver link now '$(drv $EDU_B)'"
+    t0=$(now_ms)
+    hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_B
+    note "the next run resolved the journal in $(( $(now_ms) - t0 )) ms"
+    echo 0 > /sys/module/standin/parameters/remove_delay_ms
+    expect_drv $EDU_B standin
+    expect_no_journal
+    expect_boot_state
+}
+
+hp_t_force_holder() {
+    # --force ignores the holder; the unbind then hangs like nvidia's does. hostprep must give up
+    # after --unbind-timeout and return (exit 1) while the holder is still there; once the holder
+    # goes, the next run resolves whatever is left.
+    local n why=
+    n=$(standin_node $EDU_B)
+    hold_start $n
+    hp_bg 200 prepare --mode vm-passthrough $HP_IDS --devices $EDU_B --force --unbind-timeout 2
+    if [ -z "$HP_RC" ]; then
+        why="hostprep did not return within 20 s of --unbind-timeout 2 while the holder stays"
+        for p in $(pidof hostprep); do
+            note "pid $p $(grep State /proc/$p/status | tr -s '\t ' ' ') in $(cat /proc/$p/wchan)"
+        done
+    else
+        [ "$HP_RC" = 1 ] || why="exit $HP_RC, expected 1"
+        note "with the holder: exit $HP_RC after $HP_MS ms; journal $(journal_exists && echo left || echo removed)"
+    fi
+    hold_stop
+    if [ -z "$HP_RC" ]; then
+        wait $HP_PID || true
+        note "after the holder closed, hostprep ended: exit $(cat $T/hp.rc 2>/dev/null): $(tail -n 1 $T/hp.out)"
+    fi
+    usleep 500000
+    note "then: $EDU_B driver '$(drv $EDU_B)' override '$(ovr $EDU_B)', journal $(journal_exists && echo left || echo none)"
+    hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_B
+    wait_drv $EDU_B standin 30 || die "$EDU_B on '$(drv $EDU_B)' after the recovery run"
+    expect_no_journal
+    expect_boot_state
+    [ -z "$why" ] || die "$why"
+}

@@ -75,6 +75,7 @@ hold_start() {
     rm -f $T/hold.out
     hold "$@" > $T/hold.out 2>&1 &
     HOLD_PID=$!
+    echo $HOLD_PID >> $T/holders
     trap hold_stop EXIT     # never leave a holder behind: it would wedge later unbinds
     local i=0
     while ! grep -q held $T/hold.out 2>/dev/null; do
@@ -105,7 +106,7 @@ NFAIL=0
 NSKIP=0
 run_test() { # NAME FUNCTION [TIMEOUT_SECONDS]
     local name=$1 fn=$2 to=${3:-60} rc t0 t1
-    rm -f $T/why
+    rm -f $T/why $T/holders
     t0=$(now_ms)
     timeout -s KILL $to sh -c ". /tests/lib.sh; . /tests/cases.sh; set -e; $fn" > $T/$name.log 2>&1
     rc=$?
@@ -124,6 +125,8 @@ run_test() { # NAME FUNCTION [TIMEOUT_SECONDS]
         echo "  | --- dmesg tail"
         dmesg | tail -n 15 | sed 's/^/  | /'
         NFAIL=$((NFAIL + 1))
+        # A holder left by a killed test would wedge every later unbind.
+        for p in $(cat $T/holders 2>/dev/null); do kill $p 2>/dev/null; done
         [ -s $T/state.boot ] && restore_boot_state
     fi
 }
@@ -131,4 +134,56 @@ skip() { echo "$*" > $T/why; exit 77; }
 summary() {
     [ $NSKIP = 0 ] || echo "($NSKIP skipped)"
     echo "$NPASS passed, $NFAIL failed"
+}
+
+# --- hostprep ------------------------------------------------------------------------------
+HP_IDS="--gpu-ids 1234:11e8 --host-driver standin"
+# hp ARGS... : runs hostprep, output in $T/hp.out (echoed to the log), exit code in HP_RC.
+hp() {
+    local t0
+    t0=$(now_ms)
+    echo "\$ hostprep $*"
+    set +e
+    hostprep "$@" > $T/hp.out 2>&1
+    HP_RC=$?
+    set -e
+    HP_MS=$(( $(now_ms) - t0 ))
+    sed 's/^/    /' $T/hp.out
+    echo "    (exit $HP_RC, $HP_MS ms)"
+}
+# hp_bg DEADLINE_TENTHS ARGS... : run hostprep in the background and wait at most DEADLINE;
+# HP_RC is empty when it did not finish (then HP_PID is still running).
+hp_bg() {
+    local lim=$1 i=0 t0
+    shift
+    t0=$(now_ms)
+    echo "\$ hostprep $* &"
+    rm -f $T/hp.rc
+    (set +e; hostprep "$@" > $T/hp.out 2>&1; echo $? > $T/hp.rc) &
+    HP_PID=$!
+    while [ ! -e $T/hp.rc ] && [ $i -lt $lim ]; do usleep 100000; i=$((i + 1)); done
+    HP_MS=$(( $(now_ms) - t0 ))
+    HP_RC=$(cat $T/hp.rc 2>/dev/null || true)
+    sed 's/^/    /' $T/hp.out
+    echo "    (exit ${HP_RC:-still running}, $HP_MS ms)"
+}
+hp_expect() { # RC ARGS... : run hostprep and require exit RC
+    local want=$1; shift
+    hp "$@"
+    [ "$HP_RC" = "$want" ] || die "hostprep $*: exit $HP_RC, expected $want: $(tail -n 3 $T/hp.out | tr '\n' ' ')"
+}
+journal_exists() { [ -e /run/hostprep/journal.json ]; }
+expect_no_journal() { ! journal_exists || die "journal left in /run/hostprep: $(cat /run/hostprep/journal.json | head -c 300)"; }
+expect_boot_state() { # [what]
+    state_diff $T/state.boot > $T/sd.out || die "${1:-state} differs from boot: $(tr '\n' ';' < $T/sd.out)"
+}
+expect_vfio_group() { # BDF: on vfio-pci, /dev/vfio/<group> present, group viable and attachable
+    local g
+    expect_drv $1 vfio-pci
+    g=$(grp $1)
+    [ -c /dev/vfio/$g ] || die "/dev/vfio/$g missing for $1"
+    vfio-group-status --attach $g > $T/vgs.out 2>&1 || die "$1: $(cat $T/vgs.out)"
+}
+back_to_container() { # --devices list
+    hp_expect 0 prepare --mode container $HP_IDS --devices "$1"
 }
