@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/commands.hpp"
+#include "agent/converge.hpp"
 #include "agent/options.hpp"
 #include "drivers/executor.hpp"
 #include "drivers/selection.hpp"
@@ -97,97 +98,20 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
     return 0;
   }
   RootHost host(ctx.global.root);
-
-  // 1. One run at a time (a dry run only reads).
-  std::optional<RunLock> lock;
-  if (!opt->dryRun) {
-    auto l = RunLock::acquire(host, opt->lockTimeout);
-    if (!l) return fail(ctx, l.error());
-    lock.emplace(std::move(*l));
-  }
-
-  // 2. Read the host.
-  auto snap = readSnapshot(host);
-  if (!snap) return fail(ctx, snap.error());
-  auto modules = makeKmodLoader(host, snap->kernelRelease);
+  auto release = readTrimmed(host, "proc/sys/kernel/osrelease").value_or("");
+  auto modules = makeKmodLoader(host, release);
   Kernel kernel{host, *modules};
-  ApplyOptions apply;
-  apply.unbindTimeout = opt->unbindTimeout;
-  apply.hostDriver = opt->selection.hostDriver;
-  apply.holderNodes = {opt->holderNodes};
 
-  // 3. A journal left by a run that died is resolved first: the host goes back to where it was.
-  if (opt->dryRun) {
-    if (auto jr = readJournal(host); jr && *jr) {
-      ctx.err << "note: a journal of an interrupted run exists; a real run rolls it back first\n";
-    }
-  } else {
-    auto rec = recoverJournal(kernel, apply);
-    if (!rec) return fail(ctx, rec.error());
-    if (*rec) {
-      spdlog::warn("rolled back an interrupted run: {} device(s) restored", **rec);
-      snap = readSnapshot(host);
-      if (!snap) return fail(ctx, snap.error());
-    }
-  }
-
-  // 4. Select the GPUs and their companions; refuse unsafe groups.
-  auto sel = selectDevices(*snap, opt->selection);
-  if (!sel) return fail(ctx, sel.error());
-  if (sel->targets.empty()) {
-    std::string what = opt->selection.gpuIds.empty() ? "NVIDIA GPU (vendor 10de, class 0300/0302)"
-                                                      : "device with the given --gpu-ids";
-    return fail(ctx, sysError("no " + what + " found on this host", ENODEV,
-                              "check 'lspci -nn'; for other devices pass --gpu-ids VVVV:DDDD"));
-  }
-  if (opt->mode != Mode::kContainer && !sel->problems.empty() && !opt->force) {
-    std::vector<std::string> lines;
-    for (const auto& p : sel->problems) lines.push_back(p.describe(*snap));
-    return fail(ctx, refusal("refusing to give these IOMMU groups to vfio: " + join(lines, "; "),
-                             "a VM would take the other devices with the GPU; move the GPU to "
-                             "another slot, or pass --force if you really mean it"));
-  }
-
-  // 5. Plan.
-  PlanInputs in{opt->mode, opt->selection.hostDriver,
-                host.read(hostPath("lib/modules", snap->kernelRelease, "modules.alias"), 64u << 20)
-                    .value_or("")};
-  auto plan = makePlan(*snap, *sel, in);
-  if (!plan) return fail(ctx, plan.error());
-  if (opt->dryRun) {
-    if (ctx.json()) {
-      ctx.out << planJson(*plan, true).dump(2) << "\n";
-    } else {
-      printPlan(ctx, *snap, *plan);
-    }
-    return 0;
-  }
-  json report = planJson(*plan, false);
-  if (plan->noop()) {
-    if (ctx.json()) {
-      report["ok"] = true;
-      ctx.out << report.dump(2) << "\n";
-    } else {
-      ctx.out << "nothing to do: " << plan->moves.size() << " device(s) already in "
-              << toString(plan->mode) << " mode\n";
-    }
-    return 0;
-  }
-
-  // 6. Nobody may be holding what we are about to unbind.
-  auto holders = planHolders(host, *plan, apply);
-  if (!holders.empty() && !opt->force) {
-    std::vector<std::string> who;
-    for (const auto& h : holders) who.push_back(h.describe());
-    return fail(ctx, refusal("devices are in use: " + join(who, "; "),
-                             "stop those processes (e.g. systemctl stop nvidia-persistenced), "
-                             "or pass --force"),
-                &report);
-  }
-
-  // 7. Apply, one line per device as it moves.
-  auto started = std::chrono::steady_clock::now();
-  apply.onDevice = [&](const DeviceMove& mv, const Status& s) {
+  // The same path as the agent: lock, journal, select, plan, holders, apply (agent/converge).
+  ConvergeOptions co;
+  co.mode = opt->mode;
+  co.dryRun = opt->dryRun;
+  co.force = opt->force;
+  co.selection = opt->selection;
+  co.lockTimeout = opt->lockTimeout;
+  co.unbindTimeout = opt->unbindTimeout;
+  co.holderNodes = opt->holderNodes;
+  co.onDevice = [&](const DeviceMove& mv, const Status& s) {
     if (ctx.json()) return;
     ctx.out << mv.bdf.str() << " " << toString(mv.role) << ": " << mv.from.driver.value_or("no driver")
             << " -> " << (mv.toDriver.empty() ? "its own driver" : mv.toDriver)
@@ -195,18 +119,41 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
     ctx.out.flush();
   };
 #ifdef HOSTPREP_TEST_HOOKS
-  apply.afterStep = crashHook();
+  co.afterStep = crashHook();
 #endif
-  auto res = applyPlan(kernel, *plan, apply);
-  if (!res) return fail(ctx, res.error(), &report);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  auto c = converge(kernel, co);
+  if (c.journalPending) {
+    ctx.err << "note: a journal of an interrupted run exists; a real run rolls it back first\n";
+  }
+  if (!c.plan) return fail(ctx, c.status.error());
+  const Plan& plan = *c.plan;
+  if (opt->dryRun) {
+    if (ctx.json()) {
+      ctx.out << planJson(plan, true).dump(2) << "\n";
+    } else {
+      printPlan(ctx, *c.snapshot, plan);
+    }
+    return 0;
+  }
+  json report = planJson(plan, false);
+  if (!c.status) return fail(ctx, c.status.error(), &report);
+  if (plan.noop()) {
+    if (ctx.json()) {
+      report["ok"] = true;
+      ctx.out << report.dump(2) << "\n";
+    } else {
+      ctx.out << "nothing to do: " << plan.moves.size() << " device(s) already in "
+              << toString(plan.mode) << " mode\n";
+    }
+    return 0;
+  }
   if (ctx.json()) {
     report["ok"] = true;
-    report["seconds"] = secs;
+    report["seconds"] = c.seconds;
     ctx.out << report.dump(2) << "\n";
   } else {
-    ctx.out << "done: " << plan->moves.size() << " device(s) in " << toString(plan->mode)
-            << " mode, " << res->stepsRun << " step(s) in " << secs << " s\n";
+    ctx.out << "done: " << plan.moves.size() << " device(s) in " << toString(plan.mode)
+            << " mode, " << c.stepsRun << " step(s) in " << c.seconds << " s\n";
   }
   return 0;
 }

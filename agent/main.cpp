@@ -16,6 +16,10 @@ namespace {
 
 constexpr Command kCommands[] = {
     {"prepare", "move the selected GPUs and their companions to the mode's driver", cmdPrepare},
+    {"preflight", "check every host prerequisite of a mode and say how to fix it", cmdPreflight},
+    {"status", "what the node is: modes, devices, conditions, advertised resources", cmdStatus},
+    {"agent", "converge, publish the status, and keep it current from kernel events", cmdAgent},
+    {"persist", "keep passthrough GPUs away from the host driver from the first boot stage", cmdPersist},
 };
 
 size_t editDistance(std::string_view a, std::string_view b) {

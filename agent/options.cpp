@@ -214,4 +214,296 @@ Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args)
   return o;
 }
 
+// ---- preflight ----
+namespace {
+po::options_description preflightDescription() {
+  po::options_description d("preflight options");
+  d.add_options()
+      ("mode", po::value<std::string>(),
+       "container | vm-passthrough | vm-vgpu (default: the configured mode, else vm-passthrough)")
+      ("image", "judge --root as an image root: read its boot configuration, skip hardware checks")
+      ("devices", po::value<std::string>(), "only these GPUs, BDF,... (companions follow)")
+      ("gpu-ids", po::value<std::string>(), "select VVVV:DDDD,... instead of NVIDIA GPUs")
+      ("host-driver", po::value<std::string>()->default_value("nvidia"),
+       "the datacenter driver for container mode")
+      ("color", po::value<std::string>()->default_value("auto"),
+       "auto | always | never (auto: only on a terminal, and not when NO_COLOR is set)")
+      ("help,h", "show help");
+  return d;
+}
+}  // namespace
+
+std::string preflightHelp() {
+  std::ostringstream s;
+  s << "usage: hostprep preflight [--mode M] [--image] [options]\n\n"
+       "Checks every host prerequisite of a mode (CPU virtualization, IOMMU in firmware and kernel,\n"
+       "kernel arguments, interrupt remapping, modules, IOMMU groups, SR-IOV, boot persistence) and\n"
+       "says exactly how to fix each problem. With --image, checks an image root's configuration.\n\n"
+    << preflightDescription()
+    << "\nExit codes: 0 no check failed, 1 a check failed, 2 usage error.\n";
+  return s.str();
+}
+
+Result<PreflightOptions> parsePreflightOptions(const std::vector<std::string>& args) {
+  auto desc = preflightDescription();
+  auto vm = parseWith([&] { return po::command_line_parser(args).options(desc).run(); }, "preflight");
+  if (!vm) return vm.error();
+  PreflightOptions o;
+  if (vm->count("help")) {
+    o.help = true;
+    return o;
+  }
+  if (vm->count("mode")) {
+    const auto mode = (*vm)["mode"].as<std::string>();
+    auto m = parseMode(mode);
+    if (!m) {
+      return usageError("--mode: '" + mode + "' is not a mode",
+                        "choose one of " + std::string(kModeChoices));
+    }
+    o.mode = *m;
+  }
+  o.image = vm->count("image") != 0;
+  if (vm->count("devices")) {
+    if (o.image) {
+      return usageError("--devices: an image has no PCI devices",
+                        "select by id with --gpu-ids VVVV:DDDD, or drop --image");
+    }
+    auto d = parseBdfList("devices", (*vm)["devices"].as<std::string>());
+    if (!d) return d.error();
+    o.selection.devices = *d;
+  }
+  if (vm->count("gpu-ids")) {
+    auto ids = parsePciIdList("gpu-ids", (*vm)["gpu-ids"].as<std::string>());
+    if (!ids) return ids.error();
+    o.selection.gpuIds = *ids;
+  }
+  auto drv = parseDriverName("host-driver", (*vm)["host-driver"].as<std::string>());
+  if (!drv) return drv.error();
+  o.selection.hostDriver = *drv;
+  const auto color = (*vm)["color"].as<std::string>();
+  if (color == "auto") {
+    o.color = ColorChoice::kAuto;
+  } else if (color == "always") {
+    o.color = ColorChoice::kAlways;
+  } else if (color == "never") {
+    o.color = ColorChoice::kNever;
+  } else {
+    return usageError("--color: '" + color + "' is not a choice", "use --color auto, always or never");
+  }
+  return o;
+}
+
+}  // namespace hostprep
+
+// ---- status, agent, persist (issue 5) ----
+namespace hostprep {
+namespace {
+
+void addSelectionFlags(po::options_description& d) {
+  d.add_options()
+      ("devices", po::value<std::string>(), "only these GPUs, BDF,... (companions follow)")
+      ("gpu-ids", po::value<std::string>(), "select VVVV:DDDD,... instead of NVIDIA GPUs")
+      ("host-driver", po::value<std::string>(), "the datacenter driver (default nvidia)");
+}
+
+Status readSelectionFlags(const po::variables_map& vm, SelectionOverrides& o) {
+  if (vm.count("devices")) {
+    auto d = parseBdfList("devices", vm["devices"].as<std::string>());
+    if (!d) return d.error();
+    o.devices = *d;
+  }
+  if (vm.count("gpu-ids")) {
+    auto ids = parsePciIdList("gpu-ids", vm["gpu-ids"].as<std::string>());
+    if (!ids) return ids.error();
+    o.gpuIds = *ids;
+  }
+  if (vm.count("host-driver")) {
+    auto drv = parseDriverName("host-driver", vm["host-driver"].as<std::string>());
+    if (!drv) return drv.error();
+    o.hostDriver = *drv;
+  }
+  return {};
+}
+
+Result<std::optional<Mode>> readModeFlag(const po::variables_map& vm) {
+  if (!vm.count("mode")) return std::optional<Mode>{};
+  const auto mode = vm["mode"].as<std::string>();
+  auto m = parseMode(mode);
+  if (!m) {
+    return usageError("--mode: '" + mode + "' is not a mode", "choose one of " + std::string(kModeChoices));
+  }
+  return std::optional<Mode>{*m};
+}
+
+Status readConfigFlag(const po::variables_map& vm, std::string& path, bool& given) {
+  if (!vm.count("config")) return {};
+  auto p = parseHostFilePath("config", vm["config"].as<std::string>());
+  if (!p) return p.error();
+  path = *p;
+  given = true;
+  return {};
+}
+
+po::options_description statusDescription() {
+  po::options_description d("status options");
+  d.add_options()
+      ("write", po::value<std::string>()->implicit_value(""),
+       "write the document atomically to PATH under --root (default: the config's status path, "
+       "/run/hostprep/status.json)")
+      ("pci-ids", po::value<std::string>(), "read device names from FILE (default: the root's pci.ids)")
+      ("mode", po::value<std::string>(), "the desired mode (default: the config, else the last prepare)")
+      ("config", po::value<std::string>(), "the agent config under --root (default /etc/hostprep/config.yaml)");
+  addSelectionFlags(d);
+  d.add_options()("help,h", "show help");
+  return d;
+}
+
+po::options_description agentDescription() {
+  po::options_description d("agent options");
+  d.add_options()
+      ("config", po::value<std::string>(), "the config under --root (default /etc/hostprep/config.yaml)")
+      ("mode", po::value<std::string>(), "converge to this mode (overrides the config)")
+      ("reconcile", "move devices back when someone else moves them (default: only report)")
+      ("once", "converge, write the status and exit (the boot oneshot)")
+      ("lock-timeout", po::value<double>()->default_value(30), "seconds to wait for another run")
+      ("unbind-timeout", po::value<double>()->default_value(30),
+       "seconds a driver may take to let go of a device")
+      ("help,h", "show help");
+  return d;
+}
+
+po::options_description persistDescription() {
+  po::options_description d("persist options");
+  d.add_options()
+      ("mode", po::value<std::string>(), "container | vm-passthrough | vm-vgpu (required)")
+      ("dry-run", "print what would be written and change nothing")
+      ("config", po::value<std::string>(), "take the selection from this config under --root");
+  addSelectionFlags(d);
+  d.add_options()("help,h", "show help");
+  return d;
+}
+
+}  // namespace
+
+Result<std::string> parseHostFilePath(std::string_view option, std::string_view text) {
+  bool dots = false;
+  for (auto part : split(text, '/')) dots = dots || part == "..";
+  bool ctl = false;
+  for (char c : text) ctl = ctl || static_cast<unsigned char>(c) < 0x20;
+  if (text.empty() || text.front() != '/' || text.back() == '/' || dots || ctl || text.size() > 4096) {
+    return usageError("--" + std::string(option) + ": '" + std::string(text) + "' is not an absolute file path",
+                      "write a path such as /run/hostprep/status.json (under --root), without '..'");
+  }
+  return std::string(text);
+}
+
+void SelectionOverrides::applyTo(SelectionOptions& s) const {
+  if (gpuIds) s.gpuIds = *gpuIds;
+  if (devices) s.devices = *devices;
+  if (hostDriver) s.hostDriver = *hostDriver;
+}
+
+std::string statusHelp() {
+  std::ostringstream s;
+  s << "usage: hostprep status [--write [PATH]] [options]\n\n"
+       "Builds the node's status document from the host: desired and actual mode, conditions,\n"
+       "every selected device with its driver, and what the device plugins will advertise.\n"
+       "Prints a summary (or the document with --output json); --write also writes it.\n\n"
+    << statusDescription();
+  return s.str();
+}
+
+Result<StatusOptions> parseStatusOptions(const std::vector<std::string>& args) {
+  auto desc = statusDescription();
+  auto vm = parseWith([&] { return po::command_line_parser(args).options(desc).run(); }, "status");
+  if (!vm) return vm.error();
+  StatusOptions o;
+  if (vm->count("help")) {
+    o.help = true;
+    return o;
+  }
+  if (vm->count("write")) {
+    const auto w = (*vm)["write"].as<std::string>();
+    if (!w.empty()) {
+      auto p = parseHostFilePath("write", w);
+      if (!p) return p.error();
+    }
+    o.write = w;
+  }
+  if (vm->count("pci-ids")) {
+    o.pciIdsFile = (*vm)["pci-ids"].as<std::string>();
+    if (o.pciIdsFile->empty()) return usageError("--pci-ids: empty path", "name a pci.ids file");
+  }
+  auto m = readModeFlag(*vm);
+  if (!m) return m.error();
+  o.mode = *m;
+  if (auto s = readConfigFlag(*vm, o.configPath, o.configGiven); !s) return s.error();
+  if (auto s = readSelectionFlags(*vm, o.selection); !s) return s.error();
+  return o;
+}
+
+std::string agentHelp() {
+  std::ostringstream s;
+  s << "usage: hostprep agent [options]\n\n"
+       "Resolves a leftover journal, converges to the configured mode (the same path as prepare),\n"
+       "writes the status, tells systemd it is ready, then rewrites the status on every PCI, VFIO\n"
+       "and mdev kernel event. SIGHUP reloads the config; SIGTERM exits 0 and unbinds nothing.\n\n"
+    << agentDescription();
+  return s.str();
+}
+
+Result<AgentOptions> parseAgentOptions(const std::vector<std::string>& args) {
+  auto desc = agentDescription();
+  auto vm = parseWith([&] { return po::command_line_parser(args).options(desc).run(); }, "agent");
+  if (!vm) return vm.error();
+  AgentOptions o;
+  if (vm->count("help")) {
+    o.help = true;
+    return o;
+  }
+  if (auto s = readConfigFlag(*vm, o.configPath, o.configGiven); !s) return s.error();
+  auto m = readModeFlag(*vm);
+  if (!m) return m.error();
+  o.mode = *m;
+  o.reconcile = vm->count("reconcile") != 0;
+  o.once = vm->count("once") != 0;
+  auto lt = seconds(*vm, "lock-timeout");
+  if (!lt) return lt.error();
+  o.lockTimeout = *lt;
+  auto ut = seconds(*vm, "unbind-timeout");
+  if (!ut) return ut.error();
+  o.unbindTimeout = *ut;
+  return o;
+}
+
+std::string persistHelp() {
+  std::ostringstream s;
+  s << "usage: hostprep persist --mode M [--dry-run] [options]\n\n"
+       "Keeps the host driver away from passthrough GPUs from the first boot stage: writes\n"
+       "/etc/modprobe.d/hostprep-vfio.conf (vfio-pci ids, softdeps), /etc/modules-load.d/\n"
+       "hostprep-vfio.conf and a marked block in /etc/initramfs-tools/modules. Any other mode\n"
+       "removes them. Run update-initramfs -u afterwards.\n\n"
+    << persistDescription();
+  return s.str();
+}
+
+Result<PersistOptions> parsePersistOptions(const std::vector<std::string>& args) {
+  auto desc = persistDescription();
+  auto vm = parseWith([&] { return po::command_line_parser(args).options(desc).run(); }, "persist");
+  if (!vm) return vm.error();
+  PersistOptions o;
+  if (vm->count("help")) {
+    o.help = true;
+    return o;
+  }
+  auto m = readModeFlag(*vm);
+  if (!m) return m.error();
+  if (!*m) return usageError("persist: --mode is required", "choose one of " + std::string(kModeChoices));
+  o.mode = **m;
+  o.dryRun = vm->count("dry-run") != 0;
+  if (auto s = readConfigFlag(*vm, o.configPath, o.configGiven); !s) return s.error();
+  if (auto s = readSelectionFlags(*vm, o.selection); !s) return s.error();
+  return o;
+}
+
 }  // namespace hostprep

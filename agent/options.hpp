@@ -42,4 +42,69 @@ struct PrepareOptions {
 Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args);
 std::string prepareHelp();
 
+// ---- preflight ----
+enum class ColorChoice { kAuto, kAlways, kNever };
+
+struct PreflightOptions {
+  std::optional<Mode> mode;  // --mode; unset: the configured mode, else vm-passthrough
+  bool image = false;        // --image: judge --root as an image, not a running host
+  SelectionOptions selection;
+  ColorChoice color = ColorChoice::kAuto;
+  bool help = false;
+};
+Result<PreflightOptions> parsePreflightOptions(const std::vector<std::string>& args);
+std::string preflightHelp();
+
+}  // namespace hostprep
+
+// ---- status, agent, persist (issue 5) ----
+namespace hostprep {
+
+// An absolute file path under --root, without "..": "--write: 'x' is not an absolute path".
+Result<std::string> parseHostFilePath(std::string_view option, std::string_view text);
+
+// Selection flags shared by status and persist; each overrides the config's value when given.
+struct SelectionOverrides {
+  std::optional<std::vector<PciId>> gpuIds;
+  std::optional<std::vector<Bdf>> devices;
+  std::optional<std::string> hostDriver;
+  void applyTo(SelectionOptions& s) const;
+};
+
+struct StatusOptions {
+  std::optional<std::string> write;       // host path, when --write was given
+  std::optional<std::string> pciIdsFile;  // a file on this machine
+  std::optional<Mode> mode;
+  std::string configPath{"/etc/hostprep/config.yaml"};
+  bool configGiven = false;
+  SelectionOverrides selection;
+  bool help = false;
+};
+Result<StatusOptions> parseStatusOptions(const std::vector<std::string>& args);
+std::string statusHelp();
+
+struct AgentOptions {
+  std::string configPath{"/etc/hostprep/config.yaml"};
+  bool configGiven = false;
+  std::optional<Mode> mode;
+  bool reconcile = false;
+  bool once = false;
+  std::chrono::milliseconds lockTimeout{30'000};
+  std::chrono::milliseconds unbindTimeout{30'000};
+  bool help = false;
+};
+Result<AgentOptions> parseAgentOptions(const std::vector<std::string>& args);
+std::string agentHelp();
+
+struct PersistOptions {
+  Mode mode = Mode::kContainer;
+  bool dryRun = false;
+  std::string configPath{"/etc/hostprep/config.yaml"};
+  bool configGiven = false;
+  SelectionOverrides selection;
+  bool help = false;
+};
+Result<PersistOptions> parsePersistOptions(const std::vector<std::string>& args);
+std::string persistHelp();
+
 }  // namespace hostprep

@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -169,6 +172,30 @@ Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const A
   return {};
 }
 
+namespace {
+
+// The device steps of a plan, split into lanes that may run at the same time: one lane per IOMMU
+// group (functions of one group move in plan order, GPU before companions), since the slow part
+// of a switch is the driver's remove() and devices in different groups do not wait on each other.
+std::vector<std::vector<size_t>> deviceLanes(const Plan& plan) {
+  std::map<std::string, std::vector<size_t>> lanes;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& st = plan.steps[i];
+    if (!st.bdf) continue;
+    std::string key = st.bdf->str();
+    for (const auto& mv : plan.moves) {
+      if (mv.bdf == *st.bdf && mv.group) key = "group " + std::to_string(*mv.group);
+    }
+    lanes[key].push_back(i);
+  }
+  std::vector<std::vector<size_t>> out;
+  for (auto& [key, steps] : lanes) out.push_back(std::move(steps));
+  std::sort(out.begin(), out.end());  // by first step: plan order
+  return out;
+}
+
+}  // namespace
+
 Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& opt) {
   ApplyResult res;
   if (plan.noop()) return res;
@@ -177,54 +204,98 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
   for (const auto& mv : plan.moves) {
     if (mv.changes) jr.devices.push_back({mv.bdf, mv.from});
   }
+
+  // Shared by the lanes, under one mutex: the journal, the touched set, the first error.
+  std::mutex mu;
   std::set<Bdf> touched;
-  auto touchedDevices = [&] {
-    std::vector<JournalDevice> out;
-    for (const auto& d : jr.devices) {
-      if (touched.count(d.bdf)) out.push_back(d);
-    }
-    return out;
-  };
+  std::optional<Error> failure;
+  bool abandoned = false;  // the test hook stopped the run like a crash: no rollback
+  std::atomic<bool> stop{false};
+
   auto moveOf = [&](const Bdf& b) -> const DeviceMove* {
     for (const auto& mv : plan.moves) {
       if (mv.bdf == b) return &mv;
     }
     return nullptr;
   };
-
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
+  // Runs step i: journal first, then the write, then the hooks. False stops the caller's lane.
+  auto runOne = [&](size_t i) -> bool {
     const Step& st = plan.steps[i];
-    jr.next = i;
-    if (auto s = writeJournal(k.host, jr); !s) {
-      Error e = s.error();
-      auto rb = rollBack(k, touchedDevices(), opt);
-      e.advice = rb ? "nothing was left changed" : rb.error().describe();
-      return e;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      if (stop) return false;
+      jr.next = std::max(jr.next, i);
+      if (st.bdf) touched.insert(*st.bdf);
+      if (auto s = writeJournal(k.host, jr); !s) {
+        failure = s.error();
+        stop = true;
+        return false;
+      }
     }
-    if (st.bdf) touched.insert(*st.bdf);
     Status s = runStep(k, st, opt);
+    std::lock_guard<std::mutex> g(mu);
     ++res.stepsRun;
-    const bool lastOfDevice = st.bdf && (i + 1 == plan.steps.size() || plan.steps[i + 1].bdf != st.bdf);
+    const bool lastOfDevice =
+        st.bdf && (i + 1 == plan.steps.size() || plan.steps[i + 1].bdf != st.bdf);
     if (st.bdf && (!s || lastOfDevice) && opt.onDevice) {
       if (const auto* mv = moveOf(*st.bdf)) opt.onDevice(*mv, s);
     }
     if (!s) {
-      Error e = s.error();
-      auto rb = rollBack(k, touchedDevices(), opt);
-      res.rolledBack = true;
-      if (rb) {
-        (void)removeJournal(k.host);
-        e.advice += std::string(e.advice.empty() ? "" : "; ") +
-                    "every device was put back on its original driver";
-      } else {
-        e.advice += "; ROLLBACK FAILED: " + rb.error().describe() +
-                    "; the journal stays in /run/hostprep/ and the next run retries";
-      }
-      return e;
+      if (!failure) failure = s.error();
+      stop = true;
+      return false;
     }
     if (opt.afterStep && !opt.afterStep(i)) {
-      return sysError("stopped after step " + std::to_string(i) + " (test hook)", EINTR);
+      abandoned = true;
+      if (!failure) failure = sysError("stopped after step " + std::to_string(i) + " (test hook)", EINTR);
+      stop = true;
+      return false;
     }
+    return true;
+  };
+
+  // 1. Global steps (module loads) first, 2. device lanes in parallel, 3. group checks last.
+  for (size_t i = 0; i < plan.steps.size() && !stop; ++i) {
+    if (!plan.steps[i].bdf && plan.steps[i].kind != StepKind::kVerifyVfioGroup) runOne(i);
+  }
+  if (!stop) {
+    auto lanes = deviceLanes(plan);
+    auto runLane = [&](const std::vector<size_t>& lane) {
+      for (size_t i : lane) {
+        if (!runOne(i)) return;
+      }
+    };
+    if (opt.parallel && lanes.size() > 1) {
+      std::vector<std::thread> threads;
+      for (const auto& lane : lanes) threads.emplace_back(runLane, std::cref(lane));
+      for (auto& t : threads) t.join();
+    } else {
+      for (const auto& lane : lanes) runLane(lane);
+    }
+  }
+  for (size_t i = 0; i < plan.steps.size() && !stop; ++i) {
+    if (plan.steps[i].kind == StepKind::kVerifyVfioGroup) runOne(i);
+  }
+
+  if (failure) {
+    if (abandoned) return *failure;
+    Error e = *failure;
+    std::vector<JournalDevice> devices;
+    for (const auto& d : jr.devices) {
+      if (touched.count(d.bdf)) devices.push_back(d);
+    }
+    auto rb = rollBack(k, devices, opt);
+    res.rolledBack = true;
+    if (rb) {
+      (void)removeJournal(k.host);
+      e.advice += std::string(e.advice.empty() ? "" : "; ") +
+                  "every device was put back on its original driver";
+    } else {
+      e.advice += std::string(e.advice.empty() ? "" : "; ") + "ROLLBACK FAILED: " +
+                  rb.error().describe() +
+                  "; the journal stays in /run/hostprep/ and the next run retries";
+    }
+    return e;
   }
   if (auto s = removeJournal(k.host); !s) return s.error();
   return res;

@@ -26,9 +26,12 @@ struct ApplyOptions {
   std::chrono::milliseconds unbindTimeout{30'000};
   std::string hostDriver = "nvidia";
   std::vector<std::string> holderNodes{"/dev/nvidia*"};  // holders block unbinding hostDriver
-  // Called once per device when its last step is verified (or when it fails).
+  // Move devices of different IOMMU groups at the same time (one thread per group).
+  bool parallel = true;
+  // Called once per device when its last step is verified (or when it fails); never
+  // concurrently.
   std::function<void(const DeviceMove&, const Status&)> onDevice;
-  // Called after step k is done; returning false abandons the run on the spot with no rollback,
+  // Called after step k is done (never concurrently); returning false abandons the run on the spot with no rollback,
   // exactly like a crash (tests use it; test builds also wire it to SIGKILL).
   std::function<bool(size_t k)> afterStep;
 };

@@ -98,6 +98,27 @@ TEST_CASE("vm-passthrough and back on the fake kernel", "[switcher]") {
   }
 }
 
+TEST_CASE("groups move in parallel lanes, and serially when asked", "[switcher]") {
+  for (bool parallel : {true, false}) {
+    INFO("parallel " << parallel);
+    Rig r("two-a10");
+    auto before = r.fx.deviceState();
+    r.opt.parallel = parallel;
+    std::vector<std::string> moved;
+    r.opt.onDevice = [&](const DeviceMove& mv, const Status& s) {
+      CHECK(s.ok());
+      moved.push_back(mv.bdf.str());
+    };
+    REQUIRE(applyPlan(r.k, r.plan(Mode::kVmPassthrough), r.opt));
+    CHECK(moved.size() == 4);
+    if (!parallel) {
+      CHECK(moved == std::vector<std::string>{"0000:3b:00.0", "0000:3b:00.1", "0000:86:00.0", "0000:86:00.1"});
+    }
+    REQUIRE(applyPlan(r.k, r.plan(Mode::kContainer), r.opt));
+    CHECK(r.fx.deviceState() == before);
+  }
+}
+
 TEST_CASE("an already prepared node is a no-op", "[switcher]") {
   Rig r("passthrough-done");
   Plan p = r.plan(Mode::kVmPassthrough);
@@ -190,6 +211,7 @@ TEST_CASE("a probe that binds nothing is caught by verification and rolled back"
 
 TEST_CASE("the error names the device, the step, errno and the advice", "[switcher]") {
   Rig r("two-a10");
+  r.opt.parallel = false;  // one lane at a time, so the first failure is 0000:3b:00.0's
   r.kernel.failWritesTo("drivers/nvidia/unbind", EBUSY);
   auto res = applyPlan(r.k, r.plan(Mode::kVmPassthrough), r.opt);
   REQUIRE_FALSE(res);

@@ -103,6 +103,7 @@ void FakeKernel::unbindNow(const Bdf& b, const std::string& driver) {
 }
 
 Status FakeKernel::loadModule(const std::string& module) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   const std::string m = normalizeModuleName(module);
   const std::string release = readTrimmed(fs_, "proc/sys/kernel/osrelease").value_or("");
   auto dep = fs_.read(hostPath("lib/modules", release, "modules.dep"));
@@ -130,6 +131,7 @@ Status FakeKernel::loadModule(const std::string& module) {
 
 Status FakeKernel::writeAttr(std::string_view path, std::string_view data,
                              std::optional<std::chrono::milliseconds> timeout) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
   std::string p(path);
   while (startsWith(p, "/")) p.erase(0, 1);
   const size_t n = writes_.size();

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -47,7 +48,10 @@ class FakeKernel final : public Host {
   void holdDevice(const Bdf& b) { held_.insert(b); }
   // This driver's probe() fails for this device (EINVAL), as vfio-pci does for some devices.
   void refuseBind(const Bdf& b, std::string driver) { refused_.emplace(b, std::move(driver)); }
-  size_t writeCount() const { return writes_.size(); }
+  size_t writeCount() const {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    return writes_.size();
+  }
   const std::vector<std::string>& writes() const { return writes_; }
 
   // Kernel-side operations, also used by FakeModules.
@@ -67,6 +71,7 @@ class FakeKernel final : public Host {
   int failErr_ = EIO;
   std::vector<std::pair<std::string, int>> failPaths_;
   std::set<Bdf> held_;
+  mutable std::recursive_mutex mu_;  // the executor writes from several threads
   std::set<std::pair<Bdf, std::string>> refused_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pty.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +54,48 @@ RunResult runHostprep(const std::vector<std::string>& args, const std::vector<st
       }
     }
   }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+RunResult runHostprepOnTty(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  std::vector<std::string> argv{HOSTPREP_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  // env entries replace inherited ones of the same name; a bare "NAME" unsets it.
+  auto key = [](const std::string& e) { return e.substr(0, e.find('=')); };
+  std::vector<std::string> envs;
+  for (char** e = environ; *e; ++e) {
+    std::string cur(*e);
+    bool replaced = false;
+    for (const auto& o : env) replaced = replaced || key(o) == key(cur);
+    if (!replaced) envs.push_back(cur);
+  }
+  for (const auto& o : env) {
+    if (o.find('=') != std::string::npos) envs.push_back(o);
+  }
+  std::vector<char*> cenv;
+  for (auto& e : envs) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  int master = -1;
+  pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid < 0) throw std::runtime_error("forkpty");
+  if (pid == 0) {
+    ::execve(cargv[0], cargv.data(), cenv.data());
+    ::_exit(127);
+  }
+  RunResult r;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(master, buf, sizeof buf);
+    if (n <= 0) break;  // EIO once the child has closed the terminal
+    r.out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(master);
   int status = 0;
   ::waitpid(pid, &status, 0);
   r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

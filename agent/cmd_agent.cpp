@@ -1,0 +1,83 @@
+// hostprep agent: the long-running service (and, with --once, the boot oneshot).
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
+
+#include <cstdlib>
+
+#include "agent/commands.hpp"
+#include "agent/daemon.hpp"
+#include "agent/options.hpp"
+#include "drivers/kmod.hpp"
+
+namespace hostprep {
+namespace {
+
+// journald reads "<N>" priority prefixes on stderr (sd-daemon(3)); systemd sets JOURNAL_STREAM
+// when stderr is the journal. Elsewhere the plain "level: message" form stays.
+class PriorityFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    static constexpr const char* kPrio[] = {"<7>", "<7>", "<6>", "<4>", "<3>", "<2>", "<6>"};
+    const auto i = static_cast<size_t>(msg.level);
+    const char* p = i < std::size(kPrio) ? kPrio[i] : "<6>";
+    dest.append(p, p + 3);
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<PriorityFlag>(); }
+};
+
+void useJournalFormat() {
+  if (!std::getenv("JOURNAL_STREAM")) return;
+  auto f = std::make_unique<spdlog::pattern_formatter>();
+  f->add_flag<PriorityFlag>('*').set_pattern("%*%v");
+  spdlog::default_logger()->set_formatter(std::move(f));
+}
+
+}  // namespace
+
+int cmdAgent(Context& ctx, const std::vector<std::string>& args) {
+  auto opt = parseAgentOptions(args);
+  if (!opt) {
+    ctx.err << "hostprep agent: " << opt.error().describe() << "\n";
+    return static_cast<int>(opt.error().exit);
+  }
+  if (opt->help) {
+    ctx.out << agentHelp();
+    return 0;
+  }
+  useJournalFormat();
+  RootHost host(ctx.global.root);
+  auto release = readTrimmed(host, "proc/sys/kernel/osrelease").value_or("");
+  auto modules = makeKmodLoader(host, release);
+  Kernel kernel{host, *modules};
+  // sd_notify is a no-op without NOTIFY_SOCKET (a busybox guest, a pod, a terminal).
+  Agent agent(kernel, *opt, [](const std::string& msg) { (void)sd_notify(0, msg.c_str()); });
+
+  // 1. Signals before anything else, so a SIGTERM during convergence waits for the loop.
+  std::unique_ptr<SignalSource> signals;
+  if (!opt->once) {
+    auto s = openSignalSource();
+    if (!s) {
+      ctx.err << "hostprep agent: " << s.error().describe() << "\n";
+      return static_cast<int>(Exit::kFailed);
+    }
+    signals = std::move(*s);
+  }
+  // 2. Listen before converging, so no event between the first status and the loop is lost.
+  std::unique_ptr<EventSource> events;
+  if (!opt->once) {
+    auto e = openKernelEventMonitor();
+    if (!e) {
+      ctx.err << "hostprep agent: " << e.error().describe() << "\n";
+      return static_cast<int>(Exit::kFailed);
+    }
+    events = std::move(*e);
+  }
+  // 3. Converge, publish, READY=1.
+  int rc = agent.start();
+  if (opt->once || rc == static_cast<int>(Exit::kUsage)) return rc;
+  // 4. The loop, until SIGTERM.
+  return agent.run(*events, *signals);
+}
+
+}  // namespace hostprep

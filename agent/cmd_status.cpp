@@ -1,0 +1,77 @@
+// hostprep status: what the node is, from the host alone; --write publishes it.
+#include <ctime>
+
+#include "agent/commands.hpp"
+#include "agent/config.hpp"
+#include "agent/options.hpp"
+#include "agent/status_writer.hpp"
+
+namespace hostprep {
+namespace {
+
+int fail(Context& ctx, const Error& e) {
+  ctx.err << "hostprep status: " << e.describe() << "\n";
+  return static_cast<int>(e.exit);
+}
+
+void printText(Context& ctx, const StatusDocument& d) {
+  ctx.out << "node " << (d.nodeName.empty() ? "(unnamed)" : d.nodeName) << ": " << summary(d) << "\n";
+  for (const auto& c : d.conditions) {
+    ctx.out << "  " << c.type << "=" << toString(c.status) << " (" << c.reason << "): " << c.message << "\n";
+  }
+  for (const auto& dv : d.devices) {
+    ctx.out << "  " << dv.fn->bdf.str() << " " << toString(dv.role) << " " << toString(dv.fn->id) << " "
+            << dv.name.value_or(className(dv.fn->classCode)) << ": " << dv.fn->driver.value_or("no driver");
+    if (dv.onWantedDriver == false) ctx.out << " (wants " << dv.wantedDriver.value_or("a non-vfio driver") << ")";
+    ctx.out << "\n";
+  }
+}
+
+}  // namespace
+
+int cmdStatus(Context& ctx, const std::vector<std::string>& args) {
+  auto opt = parseStatusOptions(args);
+  if (!opt) return fail(ctx, opt.error());
+  if (opt->help) {
+    ctx.out << statusHelp();
+    return 0;
+  }
+  RootHost host(ctx.global.root);
+
+  // 1. The config (selection, paths, mode), then the flags over it.
+  auto config = loadConfig(host, opt->configPath, opt->configGiven);
+  if (!config) return fail(ctx, config.error());
+  StatusRequest req;
+  req.config = std::move(*config);
+  opt->selection.applyTo(req.config.selection);
+  req.modeOverride = opt->mode;
+  req.now = std::time(nullptr);
+  if (opt->pciIdsFile) {
+    RootHost local("/");
+    auto text = local.read(*opt->pciIdsFile, 16u << 20);
+    if (!text) {
+      return fail(ctx, usageError("--pci-ids: cannot read " + *opt->pciIdsFile + ": " +
+                                      std::strerror(text.error().err),
+                                  "name a readable pci.ids file"));
+    }
+    req.pciIds = *text;
+  }
+
+  // 2. Observe.
+  auto o = observe(host, req);
+  if (!o) return fail(ctx, o.error());
+
+  // 3. Publish and print.
+  if (opt->write) {
+    const std::string path = opt->write->empty() ? req.config.statusPath : *opt->write;
+    if (auto s = publish(host, **o, req.config, path); !s) return fail(ctx, s.error());
+  }
+  if (ctx.json()) {
+    ctx.out << toJson((*o)->doc).dump(2) << "\n";
+  } else {
+    printText(ctx, (*o)->doc);
+  }
+  return 0;
+}
+
+}  // namespace hostprep

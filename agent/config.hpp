@@ -1,0 +1,67 @@
+// The agent's YAML config, default etc/hostprep/config.yaml under the root:
+//
+//   mode: vm-passthrough            # container | vm-passthrough | vm-vgpu
+//   selection:
+//     gpu-ids: ["10de:2236"]        # instead of every NVIDIA GPU
+//     devices: ["0000:3b:00.0"]     # only these GPUs (companions follow)
+//   host-driver: nvidia
+//   holder-nodes: /dev/nvidia*
+//   vgpu:
+//     config-file: /etc/hostprep/vgpu-config.yaml
+//     config-name: default
+//   status:
+//     path: /run/hostprep/status.json
+//     nfd-features: /etc/kubernetes/node-feature-discovery/features.d/hostprep
+//     prometheus: /var/lib/prometheus/node-exporter/hostprep.prom
+//   reconcile: false
+//
+// Every key is optional; an unknown key is an error (a typo must not be ignored silently). Paths
+// are host paths (absolute, under --root). Errors name the file and the key and exit 2.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "drivers/error.hpp"
+#include "drivers/host.hpp"
+#include "drivers/mode.hpp"
+#include "drivers/selection.hpp"
+
+namespace hostprep {
+
+inline constexpr std::string_view kConfigPath = "etc/hostprep/config.yaml";
+
+struct AgentConfig {
+  std::optional<Mode> mode;
+  SelectionOptions selection;
+  std::string holderNodes;  // empty: /dev/<host-driver>*
+  std::string vgpuConfigFile;
+  std::string vgpuConfigName = "default";
+  std::string statusPath{"/run/hostprep/status.json"};
+  std::string nfdFeaturesPath;  // empty: not written
+  std::string prometheusPath;   // empty: not written
+  bool reconcile = false;
+
+  // The holder-nodes glob in effect.
+  std::string holderGlob() const;
+};
+
+// Parses config text; `source` names the file in errors ("config.yaml: selection.gpu-ids[1]: ...").
+Result<AgentConfig> parseConfig(std::string_view text, std::string_view source);
+
+// Reads the config from a host path. A missing file is the empty config when `required` is false
+// (the default path), an error when it was named explicitly. Running as root, a file writable by
+// group or others (or owned by another user) is refused: it decides which devices get unbound.
+Result<AgentConfig> loadConfig(const Host& host, std::string_view path, bool required);
+
+// The permission rule, pure: nullopt when fine, else the problem.
+std::optional<std::string> configPermissionProblem(uid_t owner, mode_t mode, bool runningAsRoot);
+
+// The mode the config names, for preflight and status: nullopt when there is no config, it
+// names no mode, or it does not parse.
+std::optional<Mode> configuredMode(const Host& host, std::string_view path = kConfigPath);
+
+}  // namespace hostprep

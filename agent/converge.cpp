@@ -1,0 +1,101 @@
+#include "agent/converge.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "drivers/status.hpp"
+#include "drivers/text.hpp"
+
+namespace hostprep {
+
+Convergence converge(Kernel& k, const ConvergeOptions& opt) {
+  Convergence c;
+  Host& host = k.host;
+  auto failed = [&](Error e) {
+    c.status = std::move(e);
+    return std::move(c);
+  };
+
+  // 1. One run at a time (a dry run only reads).
+  std::optional<RunLock> lock;
+  if (!opt.dryRun) {
+    auto l = RunLock::acquire(host, opt.lockTimeout);
+    if (!l) return failed(l.error());
+    lock.emplace(std::move(*l));
+  }
+
+  // 2. Read the host.
+  auto snap = readSnapshot(host);
+  if (!snap) return failed(snap.error());
+  ApplyOptions apply;
+  apply.unbindTimeout = opt.unbindTimeout;
+  apply.hostDriver = opt.selection.hostDriver;
+  apply.holderNodes = {opt.holderNodes};
+  apply.onDevice = opt.onDevice;
+  apply.afterStep = opt.afterStep;
+
+  // 3. A journal left by a run that died is resolved first: the host goes back to where it was.
+  if (opt.dryRun) {
+    if (auto jr = readJournal(host); jr && *jr) c.journalPending = true;
+  } else {
+    auto rec = recoverJournal(k, apply);
+    if (!rec) return failed(rec.error());
+    if (*rec) {
+      c.recovered = **rec;
+      spdlog::warn("rolled back an interrupted run: {} device(s) restored", **rec);
+      snap = readSnapshot(host);
+      if (!snap) return failed(snap.error());
+    }
+  }
+  c.snapshot = *snap;
+
+  // 4. Select the GPUs and their companions; refuse unsafe groups.
+  auto sel = selectDevices(*snap, opt.selection);
+  if (!sel) return failed(sel.error());
+  if (sel->targets.empty()) {
+    std::string what = opt.selection.gpuIds.empty() ? "NVIDIA GPU (vendor 10de, class 0300/0302)"
+                                                     : "device with the given --gpu-ids";
+    return failed(sysError("no " + what + " found on this host", ENODEV,
+                           "check 'lspci -nn'; for other devices pass --gpu-ids VVVV:DDDD"));
+  }
+  if (opt.mode != Mode::kContainer && !sel->problems.empty() && !opt.force) {
+    std::vector<std::string> lines;
+    for (const auto& p : sel->problems) lines.push_back(p.describe(*snap));
+    return failed(refusal("refusing to give these IOMMU groups to vfio: " + join(lines, "; "),
+                          "a VM would take the other devices with the GPU; move the GPU to "
+                          "another slot, or pass --force if you really mean it"));
+  }
+
+  // 5. Plan.
+  PlanInputs in{opt.mode, opt.selection.hostDriver,
+                host.read(hostPath("lib/modules", snap->kernelRelease, "modules.alias"), 64u << 20)
+                    .value_or("")};
+  auto plan = makePlan(*snap, *sel, in);
+  if (!plan) return failed(plan.error());
+  c.plan = *plan;
+  if (opt.dryRun) return c;
+  if (plan->noop()) {
+    if (auto s = writeLastMode(host, opt.mode); !s) spdlog::warn("{}", s.error().describe());
+    return c;
+  }
+
+  // 6. Nobody may be holding what we are about to unbind.
+  auto holders = planHolders(host, *plan, apply);
+  if (!holders.empty() && !opt.force) {
+    std::vector<std::string> who;
+    for (const auto& h : holders) who.push_back(h.describe());
+    return failed(refusal("devices are in use: " + join(who, "; "),
+                          "stop those processes (e.g. systemctl stop nvidia-persistenced), "
+                          "or pass --force"));
+  }
+
+  // 7. Apply.
+  auto started = std::chrono::steady_clock::now();
+  auto res = applyPlan(k, *plan, apply);
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!res) return failed(res.error());
+  c.stepsRun = res->stepsRun;
+  if (auto s = writeLastMode(host, opt.mode); !s) spdlog::warn("{}", s.error().describe());
+  return c;
+}
+
+}  // namespace hostprep

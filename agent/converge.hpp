@@ -1,0 +1,48 @@
+// Converging the host to a mode: the body of `hostprep prepare`, shared with `hostprep agent`
+// (at start, on SIGHUP, and with --reconcile on drift) so both take exactly the same path:
+// lock, resolve a leftover journal, select, refuse unsafe groups, plan, check holders, apply.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "drivers/executor.hpp"
+#include "drivers/mode.hpp"
+#include "drivers/selection.hpp"
+#include "drivers/snapshot.hpp"
+
+namespace hostprep {
+
+struct ConvergeOptions {
+  Mode mode = Mode::kContainer;
+  bool dryRun = false;
+  bool force = false;
+  SelectionOptions selection;
+  std::chrono::milliseconds lockTimeout{30'000};
+  std::chrono::milliseconds unbindTimeout{30'000};
+  std::string holderNodes = "/dev/nvidia*";
+  // Called once per device as it moves (not in dry runs).
+  std::function<void(const DeviceMove&, const Status&)> onDevice;
+  // Test hook, see ApplyOptions::afterStep.
+  std::function<bool(size_t)> afterStep;
+};
+
+// What happened, step by step, so callers can report however they like.
+struct Convergence {
+  std::optional<Snapshot> snapshot;  // the host the plan was made from
+  std::optional<Plan> plan;          // set once planned
+  std::optional<size_t> recovered;   // devices put back from a journal of a run that died
+  bool journalPending = false;       // dry run: a journal exists that a real run resolves first
+  size_t stepsRun = 0;
+  double seconds = 0;
+  Status status;  // ok, or the error that stopped the run (host left as it was)
+};
+
+// Converges the host behind `k` to `opt.mode`. After a real run that succeeds, the mode is
+// recorded in run/hostprep/last-mode (the status document's desired mode when no config names
+// one).
+Convergence converge(Kernel& k, const ConvergeOptions& opt);
+
+}  // namespace hostprep

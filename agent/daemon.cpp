@@ -1,0 +1,237 @@
+#include "agent/daemon.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <ctime>
+
+#include "drivers/text.hpp"
+
+namespace hostprep {
+namespace {
+
+class SignalFd final : public SignalSource {
+ public:
+  explicit SignalFd(int fd) : fd_(fd) {}
+  ~SignalFd() override { ::close(fd_); }
+  SignalFd(const SignalFd&) = delete;
+  SignalFd& operator=(const SignalFd&) = delete;
+  int fd() const override { return fd_; }
+  std::vector<int> drain() override {
+    std::vector<int> out;
+    signalfd_siginfo si{};
+    while (::read(fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+      out.push_back(static_cast<int>(si.ssi_signo));
+    }
+    return out;
+  }
+
+ private:
+  int fd_;
+};
+
+std::set<std::string> driftKeys(const StatusDocument& d) {
+  std::set<std::string> out;
+  for (const auto* dv : d.drift()) out.insert(dv->fn->bdf.str() + "=" + dv->fn->driver.value_or("none"));
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SignalSource>> openSignalSource() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return sysError("cannot block signals", errno);
+  int fd = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (fd < 0) return sysError("cannot create a signalfd", errno);
+  return std::unique_ptr<SignalSource>(new SignalFd(fd));
+}
+
+Agent::Agent(Kernel& k, AgentOptions opt, std::function<void(const std::string&)> notify)
+    : k_(k), opt_(std::move(opt)), notify_(std::move(notify)) {}
+
+std::optional<Mode> Agent::mode() const { return opt_.mode ? opt_.mode : config_.mode; }
+
+Status Agent::convergeNow() {
+  auto m = mode();
+  if (!m) return {};
+  ConvergeOptions co;
+  co.mode = *m;
+  co.selection = config_.selection;
+  co.lockTimeout = opt_.lockTimeout;
+  co.unbindTimeout = opt_.unbindTimeout;
+  co.holderNodes = config_.holderGlob();
+  co.onDevice = [](const DeviceMove& mv, const Status& s) {
+    if (s) {
+      spdlog::info("bdf={} step=move {} -> {}", mv.bdf.str(), mv.from.driver.value_or("none"),
+                   mv.toDriver.empty() ? "its own driver" : mv.toDriver);
+    } else {
+      spdlog::error("bdf={} step=move failed: {}", mv.bdf.str(), s.error().describe());
+    }
+  };
+  ++convergences_;
+  auto c = converge(k_, co);
+  if (!c.status) {
+    convergeError_ = c.status.error().describe();
+    spdlog::error("converge to {}: {}", toString(*m), *convergeError_);
+    return c.status;
+  }
+  convergeError_.reset();
+  if (c.plan && !c.plan->noop()) {
+    spdlog::info("converged to {}: {} step(s) in {:.3f} s", toString(*m), c.stepsRun, c.seconds);
+  }
+  return {};
+}
+
+void Agent::observeAndPublish() {
+  StatusRequest req;
+  req.config = config_;
+  req.modeOverride = opt_.mode;
+  req.convergeError = convergeError_;
+  req.now = std::time(nullptr);
+  auto o = observe(k_.host, req);
+  if (!o) {
+    spdlog::error("status: {}", o.error().describe());
+    return;
+  }
+  if (auto s = publish(k_.host, **o, config_, config_.statusPath); !s) {
+    spdlog::error("status: {}", s.error().describe());
+  } else {
+    ++writes_;
+  }
+  // Drift is logged when it appears or changes, and when it clears.
+  auto drift = driftKeys((*o)->doc);
+  if (drift != lastDrift_) {
+    if (drift.empty()) {
+      spdlog::info("drift cleared: every device on its wanted driver");
+    } else {
+      for (const auto* dv : (*o)->doc.drift()) {
+        spdlog::warn("bdf={} drift: on {}, wants {}", dv->fn->bdf.str(), dv->fn->driver.value_or("no driver"),
+                     dv->wantedDriver.value_or("a non-vfio driver"));
+      }
+    }
+    lastDrift_ = drift;
+  }
+  last_ = std::move(*o);
+  notify_("STATUS=" + summary(last_->doc));
+}
+
+Status Agent::resolveJournal() {
+  auto lock = RunLock::acquire(k_.host, opt_.lockTimeout);
+  if (!lock) return lock.error();
+  ApplyOptions apply;
+  apply.unbindTimeout = opt_.unbindTimeout;
+  apply.hostDriver = config_.selection.hostDriver;
+  apply.holderNodes = {config_.holderGlob()};
+  auto rec = recoverJournal(k_, apply);
+  if (!rec) {
+    spdlog::error("journal: {}", rec.error().describe());
+    return rec.error();
+  }
+  if (*rec) spdlog::warn("rolled back an interrupted run: {} device(s) restored", **rec);
+  return {};
+}
+
+int Agent::start() {
+  // 1. The config: a bad one stops here, before anything is touched.
+  auto c = loadConfig(k_.host, opt_.configPath, opt_.configGiven);
+  if (!c) {
+    spdlog::error("{}", c.error().describe());
+    return static_cast<int>(c.error().exit);
+  }
+  config_ = std::move(*c);
+  if (opt_.reconcile) config_.reconcile = true;
+
+  // 2. Converge with the same code as prepare (it resolves a leftover journal first).
+  Status conv;
+  if (mode()) {
+    conv = convergeNow();
+  } else {
+    spdlog::info("no mode in {} and no --mode: observing only", opt_.configPath);
+    conv = resolveJournal();
+  }
+
+  // 3. Publish, then tell systemd.
+  observeAndPublish();
+  notify_("READY=1\nSTATUS=" + (last_ ? summary(last_->doc) : std::string("status unavailable")));
+  return conv ? 0 : static_cast<int>(conv.error().exit);
+}
+
+void Agent::handleEvents(const std::vector<DeviceEvent>& events) {
+  for (const auto& e : events) {
+    spdlog::debug("event {} {} {}{}", e.action, e.subsystem, e.sysname, e.driver.empty() ? "" : " driver=" + e.driver);
+  }
+  observeAndPublish();
+  if (!config_.reconcile || !mode() || !last_) return;
+  auto drift = driftKeys(last_->doc);
+  if (drift.empty() && last_->doc.converged) {
+    failedDrift_.clear();
+    return;
+  }
+  if (drift.empty() || drift == failedDrift_) return;  // do not retry the same failure forever
+  spdlog::info("reconcile: moving {} device(s) back to {}", drift.size(), toString(*mode()));
+  if (auto s = convergeNow(); !s) failedDrift_ = drift;
+  observeAndPublish();
+}
+
+void Agent::reload() {
+  notify_("RELOADING=1");
+  auto c = loadConfig(k_.host, opt_.configPath, opt_.configGiven);
+  if (!c) {
+    spdlog::error("reload: {} (keeping the previous config)", c.error().describe());
+  } else {
+    config_ = std::move(*c);
+    if (opt_.reconcile) config_.reconcile = true;
+    spdlog::info("reloaded {}", opt_.configPath);
+    failedDrift_.clear();
+    (void)convergeNow();
+  }
+  observeAndPublish();
+  notify_("READY=1");
+}
+
+int Agent::run(EventSource& events, SignalSource& signals) {
+  using Clock = std::chrono::steady_clock;
+  for (;;) {
+    pollfd fds[2] = {{events.fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
+    int n = ::poll(fds, 2, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      spdlog::error("poll: {}", std::strerror(errno));
+      return static_cast<int>(Exit::kFailed);
+    }
+    // Signals first: SIGTERM leaves every device where it is (a VM may be using it).
+    if (fds[1].revents & POLLIN) {
+      for (int sig : signals.drain()) {
+        if (sig == SIGTERM || sig == SIGINT) {
+          notify_("STOPPING=1");
+          spdlog::info("{}: exiting; devices stay where they are", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+          return 0;
+        }
+        if (sig == SIGHUP) reload();
+      }
+    }
+    if (!(fds[0].revents & (POLLIN | POLLERR))) continue;
+    // Debounce: gather the burst, at most kDebounceMax after its first event.
+    auto batch = events.drain();
+    const auto deadline = Clock::now() + kDebounceMax;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) break;
+      pollfd more{events.fd(), POLLIN, 0};
+      int m = ::poll(&more, 1, static_cast<int>(std::min(left, kDebounceQuiet).count()));
+      if (m <= 0) break;
+      auto next = events.drain();
+      batch.insert(batch.end(), next.begin(), next.end());
+    }
+    if (!batch.empty()) handleEvents(batch);
+  }
+}
+
+}  // namespace hostprep

@@ -1,0 +1,76 @@
+// The agent: converge at start, publish the status, then one poll loop over kernel device events
+// and signals. No timers: an idle agent sleeps in poll(-1) and wakes up zero times. A burst of
+// events is debounced (kDebounceQuiet of quiet, at most kDebounceMax after the first event), so
+// the status is rewritten within 100 ms of the event that changed it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/config.hpp"
+#include "agent/converge.hpp"
+#include "agent/options.hpp"
+#include "agent/status_writer.hpp"
+#include "drivers/udev.hpp"
+
+namespace hostprep {
+
+inline constexpr std::chrono::milliseconds kDebounceQuiet{15};
+inline constexpr std::chrono::milliseconds kDebounceMax{50};
+
+// SIGTERM, SIGINT, SIGHUP as a descriptor for the poll loop (signalfd), or a fake in tests.
+class SignalSource {
+ public:
+  virtual ~SignalSource() = default;
+  virtual int fd() const = 0;
+  virtual std::vector<int> drain() = 0;  // signal numbers waiting now
+};
+// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and returns a signalfd for them.
+Result<std::unique_ptr<SignalSource>> openSignalSource();
+
+class Agent {
+ public:
+  // `notify` receives sd_notify lines ("READY=1\nSTATUS=..."); a no-op outside systemd.
+  Agent(Kernel& k, AgentOptions opt, std::function<void(const std::string&)> notify);
+
+  // Loads the config, resolves a journal, converges, writes the status and reports READY=1.
+  // Returns the exit code: 0, 2 for a bad config (host untouched), or the convergence's code
+  // (the status is written either way).
+  int start();
+  // The loop: returns 0 on SIGTERM/SIGINT. Never unbinds anything on the way out.
+  int run(EventSource& events, SignalSource& signals);
+
+  // One step of the loop each (the loop calls them; tests too).
+  void handleEvents(const std::vector<DeviceEvent>& events);
+  void reload();
+
+  const StatusDocument* status() const { return last_ ? &last_->doc : nullptr; }
+  size_t statusWrites() const { return writes_; }
+  size_t convergences() const { return convergences_; }
+  const AgentConfig& config() const { return config_; }
+
+ private:
+  std::optional<Mode> mode() const;
+  Status convergeNow();
+  Status resolveJournal();
+  void observeAndPublish();
+
+  Kernel& k_;
+  AgentOptions opt_;
+  std::function<void(const std::string&)> notify_;
+  AgentConfig config_;
+  std::optional<std::string> convergeError_;
+  std::unique_ptr<Observation> last_;
+  std::set<std::string> lastDrift_;
+  std::set<std::string> failedDrift_;  // the drift a reconcile already failed on
+  std::atomic<size_t> writes_{0};
+  std::atomic<size_t> convergences_{0};
+};
+
+}  // namespace hostprep

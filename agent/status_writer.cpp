@@ -1,0 +1,78 @@
+#include "agent/status_writer.hpp"
+
+#include "drivers/text.hpp"
+
+namespace hostprep {
+namespace {
+
+// Creates the parent directory of a host path if it is missing (never chmods an existing one:
+// run/hostprep is also the journal's directory).
+Status ensureParent(Host& host, const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return {};
+  const std::string dir = path.substr(0, slash);
+  if (host.exists(dir)) return {};
+  return host.makeDirs(dir, 0755);
+}
+
+Status writeOne(Host& host, const std::string& path, const std::string& text) {
+  if (auto s = ensureParent(host, path); !s) return s;
+  return host.writeFileAtomic(path, text, 0644);
+}
+
+}  // namespace
+
+std::pair<std::optional<Mode>, std::string> desiredMode(const Host& host, const StatusRequest& r) {
+  if (r.modeOverride) return {r.modeOverride, "flag"};
+  if (r.config.mode) return {r.config.mode, "config"};
+  if (auto m = readLastMode(host)) return {m, "last-prepare"};
+  return {std::nullopt, ""};
+}
+
+Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusRequest& r) {
+  auto o = std::make_unique<Observation>();
+  auto snap = readSnapshot(host);
+  if (!snap) return snap.error();
+  o->snapshot = std::move(*snap);
+  o->vgpu = readVgpuState(host, o->snapshot);
+
+  StatusInputs in;
+  in.nodeName = readNodeName(host);
+  in.agentVersion = HOSTPREP_VERSION;
+  in.observedTime = r.now;
+  std::tie(in.desiredMode, in.desiredModeSource) = desiredMode(host, r);
+  in.selection = r.config.selection;
+  in.modulesAlias = host.read(hostPath("lib/modules", o->snapshot.kernelRelease, "modules.alias"), 64u << 20)
+                        .value_or("");
+  in.pciIds = r.pciIds ? r.pciIds : readPciIds(host);
+  if (auto prev = host.read(r.config.statusPath, 4u << 20)) in.previous = parseConditions(*prev);
+  in.convergeError = r.convergeError;
+  o->doc = buildStatus(o->snapshot, o->vgpu, in);
+  return o;
+}
+
+Status publish(Host& host, const Observation& o, const AgentConfig& c, const std::string& path) {
+  if (auto s = writeOne(host, path, toJson(o.doc).dump(2) + "\n"); !s) return s;
+  if (!c.nfdFeaturesPath.empty()) {
+    if (auto s = writeOne(host, c.nfdFeaturesPath, nfdFeatures(o.doc)); !s) return s;
+  }
+  if (!c.prometheusPath.empty()) {
+    if (auto s = writeOne(host, c.prometheusPath, prometheusText(o.doc)); !s) return s;
+  }
+  return {};
+}
+
+std::string summary(const StatusDocument& d) {
+  std::string s = std::string(toString(d.actualMode));
+  if (d.desiredMode) s += " (desired " + std::string(toString(*d.desiredMode)) + ")";
+  s += d.converged ? ", converged" : ", not converged";
+  s += ", " + std::to_string(d.devices.size()) + " device(s)";
+  auto drift = d.drift();
+  if (!drift.empty()) s += ", " + std::to_string(drift.size()) + " off their wanted driver";
+  std::vector<std::string> adv;
+  for (const auto& [name, n] : d.advertised) adv.push_back(name + "=" + std::to_string(n));
+  if (!adv.empty()) s += ", advertises " + join(adv, " ");
+  return s;
+}
+
+}  // namespace hostprep

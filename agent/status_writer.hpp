@@ -1,0 +1,46 @@
+// Observing the host and publishing what was seen: the status document (JSON, atomic), and the
+// optional NFD features file and Prometheus textfile named in the config. Used by `hostprep
+// status` and by the agent after every convergence and every batch of kernel events.
+#pragma once
+
+#include <ctime>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent/config.hpp"
+#include "drivers/status.hpp"
+
+namespace hostprep {
+
+struct StatusRequest {
+  AgentConfig config;                     // selection, host driver, output paths, mode
+  std::optional<Mode> modeOverride;       // --mode wins over the config
+  std::optional<std::string> pciIds;      // --pci-ids text; nullopt: the root's own pci.ids
+  std::optional<std::string> convergeError;
+  std::time_t now = 0;
+};
+
+// A document and the snapshot it points into (not copyable: the document holds pointers).
+struct Observation {
+  Snapshot snapshot;
+  VgpuState vgpu;
+  StatusDocument doc;
+  Observation() = default;
+  Observation(const Observation&) = delete;
+  Observation& operator=(const Observation&) = delete;
+};
+
+// The desired mode and where it comes from: --mode, the config, or the last prepare.
+std::pair<std::optional<Mode>, std::string> desiredMode(const Host& host, const StatusRequest& r);
+
+Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusRequest& r);
+
+// Writes the JSON document to `path` (a host path), and the NFD and Prometheus files when the
+// config names them; each by temp file + fsync + rename.
+Status publish(Host& host, const Observation& o, const AgentConfig& c, const std::string& path);
+
+// A one-line summary for logs and sd_notify STATUS=.
+std::string summary(const StatusDocument& d);
+
+}  // namespace hostprep

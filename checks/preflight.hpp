@@ -1,0 +1,121 @@
+// Preflight: every host prerequisite of a workload mode, as pure functions of host facts (the
+// PCI snapshot, the platform facts, the boot configuration). Nothing here reads the host; the
+// readers live in drivers/ (snapshot, platform, bootconfig). Every check runs, the report
+// collects them, and the caller decides the exit code (0 no FAIL, 1 any FAIL).
+//
+// Check ids are stable (scripts and the JSON schema checks/preflight.schema.json rely on them):
+//   cpu.virtualization  cpu.kvm  iommu.firmware  iommu.kernel  cmdline.iommu  cmdline.iommu-pt
+//   iommu.interrupt-remapping  modules.vfio  modules.vgpu  modules.host-driver  modules.nouveau
+//   gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga  boot.persistence  kernel.lockdown
+//   image.kernels (image mode only)
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "drivers/bootconfig.hpp"
+#include "drivers/mode.hpp"
+#include "drivers/platform.hpp"
+#include "drivers/selection.hpp"
+#include "drivers/snapshot.hpp"
+
+namespace hostprep {
+
+enum class CheckStatus { kPass, kWarn, kFail, kSkip, kInfo };
+std::string_view toString(CheckStatus s);      // "PASS", "WARN", ...
+std::string_view jsonStatus(CheckStatus s);    // "pass", "warn", ...
+
+struct CheckResult {
+  std::string id;      // stable, e.g. "cmdline.iommu"
+  CheckStatus status = CheckStatus::kSkip;
+  std::string title;   // short, for the text table
+  std::string detail;  // what was found
+  std::string remedy;  // exactly what to change; set on every WARN and FAIL
+};
+
+struct PreflightSummary {
+  int pass = 0, warn = 0, fail = 0, skip = 0, info = 0;
+};
+
+struct PreflightReport {
+  Mode mode = Mode::kVmPassthrough;
+  bool image = false;
+  std::vector<CheckResult> checks;
+
+  PreflightSummary summary() const;
+  bool failed() const { return summary().fail > 0; }
+  const CheckResult* find(std::string_view id) const;
+};
+
+// What preflight is asked: the mode, and which GPUs (the same rule as prepare).
+struct PreflightRequest {
+  Mode mode = Mode::kVmPassthrough;
+  SelectionOptions selection;
+};
+
+// The mode preflight checks: the --mode flag, else the configured mode (etc/hostprep/config.yaml,
+// passed in by the caller), else vm-passthrough, the mode with the most prerequisites.
+Mode preflightMode(std::optional<Mode> flag, std::optional<Mode> configured);
+
+// The modules whose availability preflight asks about, for the platform reader.
+std::vector<std::string> preflightModules(const std::string& hostDriver);
+
+// A live host. `snapshot` is null when sys/bus/pci could not be read (then `snapshotError` says
+// why); the checks that need it fail or skip, the others still run.
+struct HostFacts {
+  const Snapshot* snapshot = nullptr;
+  std::string snapshotError;
+  const PlatformFacts& platform;
+  const BootConfig& boot;
+  std::string cmdline;  // proc/cmdline of the running kernel ("" when unreadable)
+};
+
+// Runs every check against a live host. Fails (exit 2) only when --devices names something that
+// is not a selected GPU, as prepare does.
+Result<PreflightReport> preflightHost(const HostFacts& facts, const PreflightRequest& req);
+
+// ---- Building blocks shared with the image checks (checks/image.cpp) ----
+
+// A kernel command line as one boot configuration source has it.
+struct CmdlineView {
+  std::string origin;  // "running kernel (/proc/cmdline)", "etc/default/grub (...)"
+  Cmdline args;
+};
+std::vector<CmdlineView> configuredCmdlines(const BootConfig& boot);
+
+// The exact instruction to add kernel arguments, for the boot loader the configuration shows
+// (GRUB by default; kernel-install's /etc/kernel/cmdline; BLS entries via grubby).
+std::string addKernelArgsRemedy(std::string_view args, const BootConfig& boot);
+std::string removeKernelArgRemedy(std::string_view arg, const BootConfig& boot);
+
+// Does the argument turn the IOMMU off ("intel_iommu=off", "amd_iommu=off", "iommu=off")?
+std::optional<std::string> iommuOffArg(const Cmdline& c);
+bool intelIommuOn(const Cmdline& c);     // intel_iommu=on (also "on,sm_on" lists)
+bool iommuPassthrough(const Cmdline& c);  // iommu=pt or iommu.passthrough=1
+
+// The mode's boot persistence, from the boot configuration (and the running cmdline, if any).
+// `targets` are the ids the mode must hand to vfio-pci at boot (GPUs and companions).
+CheckResult checkBootPersistence(Mode mode, const BootConfig& boot,
+                                 const std::vector<CmdlineView>& cmdlines,
+                                 const std::vector<PciId>& targets,
+                                 const std::optional<KernelConfig>& config,
+                                 const std::string& hostDriver);
+
+// Module checks over one kernel's module facts (a live host's, or one installed image kernel's).
+CheckResult checkVfioModules(const std::map<std::string, ModuleFacts>& mods, const std::string& release,
+                             Mode mode);
+CheckResult checkVgpuModules(const std::map<std::string, ModuleFacts>& mods, Mode mode);
+CheckResult checkHostDriver(const std::map<std::string, ModuleFacts>& mods, const std::string& driver,
+                            Mode mode);
+
+// The exact lines that keep nouveau off the GPUs.
+std::string nouveauBlacklistRemedy();
+
+CheckResult makeCheck(std::string_view id, CheckStatus status, std::string detail,
+                      std::string remedy = {});
+CheckResult skipForMode(std::string_view id, Mode mode, std::string_view why = {});
+
+}  // namespace hostprep

@@ -1,0 +1,284 @@
+#include "drivers/platform.hpp"
+
+#include <algorithm>
+
+#include "drivers/parsers.hpp"
+#include "drivers/text.hpp"
+
+namespace hostprep {
+namespace {
+
+// The EFI global variable GUID (UEFI spec 3.3).
+constexpr std::string_view kSecureBootVar =
+    "sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-e0a660e7e6e3";
+
+constexpr std::string_view kFramebufferNames[] = {"efifb", "simpledrm", "BOOTFB", "vesafb",
+                                                  "simple-framebuffer"};
+
+// libkmod reads only the binary indexes (modules.dep.bin, modules.builtin.bin). A root that has
+// only the text files (a fixture, an image built without running depmod's binary output) is
+// still answerable from the text: the same names, one module per line.
+std::set<std::string> textIndexNames(const Host& host, const std::string& release) {
+  std::set<std::string> out;
+  for (auto f : {"modules.dep", "modules.builtin"}) {
+    if (auto t = host.read(hostPath("lib/modules", release, f), 64u << 20)) {
+      auto n = parseModuleIndexNames(*t);
+      out.insert(n.begin(), n.end());
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> configValue(const std::optional<KernelConfig>& config,
+                                       std::string_view module) {
+  if (!config) return std::nullopt;
+  auto sym = configSymbolOf(module);
+  if (!sym) return std::nullopt;
+  auto it = config->find(std::string(*sym));
+  if (it == config->end() || it->second == "n") return std::nullopt;
+  return it->second;
+}
+
+std::optional<KernelConfig> readKernelConfig(const Host& host, const std::string& release) {
+  if (release.empty()) return std::nullopt;
+  auto t = host.read(hostPath("boot", "config-" + release), 16u << 20);
+  if (!t) return std::nullopt;
+  return parseKernelConfig(*t);
+}
+
+}  // namespace
+
+std::string_view toString(CpuVendor v) {
+  switch (v) {
+    case CpuVendor::kUnknown: return "unknown";
+    case CpuVendor::kIntel: return "Intel";
+    case CpuVendor::kAmd: return "AMD";
+    case CpuVendor::kOther: return "other";
+  }
+  return "unknown";
+}
+
+std::optional<std::string_view> configSymbolOf(std::string_view module) {
+  static const std::pair<std::string_view, std::string_view> kSymbols[] = {
+      {"vfio", "CONFIG_VFIO"},
+      {"vfio_pci", "CONFIG_VFIO_PCI"},
+      {"vfio_pci_core", "CONFIG_VFIO_PCI_CORE"},
+      {"vfio_iommu_type1", "CONFIG_VFIO_IOMMU_TYPE1"},
+      {"mdev", "CONFIG_VFIO_MDEV"},
+      {"kvm", "CONFIG_KVM"},
+      {"kvm_intel", "CONFIG_KVM_INTEL"},
+      {"kvm_amd", "CONFIG_KVM_AMD"},
+      {"nouveau", "CONFIG_DRM_NOUVEAU"},
+  };
+  const std::string m = normalizeModuleName(module);
+  for (const auto& [mod, sym] : kSymbols) {
+    if (mod == m) return sym;
+  }
+  return std::nullopt;
+}
+
+CpuFacts parseCpuinfo(std::string_view text) {
+  CpuFacts c;
+  c.known = true;
+  bool haveFlags = false;
+  for (auto line : splitLines(text)) {
+    auto colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    auto key = trim(line.substr(0, colon));
+    auto value = trim(line.substr(colon + 1));
+    if (key == "vendor_id" && c.vendorId.empty()) {
+      c.vendorId = std::string(value);
+      c.vendor = value == "GenuineIntel" ? CpuVendor::kIntel
+                 : value == "AuthenticAMD" || value == "HygonGenuine" ? CpuVendor::kAmd
+                                                                      : CpuVendor::kOther;
+    } else if ((key == "flags" || key == "Features") && !haveFlags) {
+      haveFlags = true;
+      for (auto f : splitWords(value)) {
+        if (f == "vmx") c.vmx = true;
+        if (f == "svm") c.svm = true;
+        if (f == "hypervisor") c.hypervisor = true;
+      }
+    }
+  }
+  if (c.vendorId.empty() && haveFlags) c.vendor = CpuVendor::kOther;
+  return c;
+}
+
+InterruptFacts parseInterrupts(std::string_view text) {
+  InterruptFacts f;
+  for (auto line : splitLines(text)) {
+    auto colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    // Device interrupts have a number before the colon; NMI, LOC, ERR... are per-CPU counters.
+    if (!parseUnsigned(trim(line.substr(0, colon)))) continue;
+    auto words = splitWords(line.substr(colon + 1));
+    bool chip = false;
+    bool remapped = false;
+    for (auto w : words) {
+      if (parseUnsigned(w)) continue;  // per-CPU counts
+      chip = true;
+      remapped = startsWith(w, "IR-");
+      break;
+    }
+    if (!chip) continue;
+    ++f.lines;
+    if (remapped) ++f.remapped;
+  }
+  return f;
+}
+
+std::vector<FirmwareFramebuffer> parseIomemFramebuffers(std::string_view text) {
+  std::vector<FirmwareFramebuffer> out;
+  std::vector<std::pair<size_t, std::string>> stack;  // (indent, name) of the enclosing ranges
+  for (auto line : splitLines(text)) {
+    size_t indent = line.find_first_not_of(' ');
+    if (indent == std::string_view::npos) continue;
+    auto colon = line.find(" : ");
+    if (colon == std::string_view::npos) continue;
+    std::string name(trim(line.substr(colon + 3)));
+    while (!stack.empty() && stack.back().first >= indent) stack.pop_back();
+    bool fb = std::any_of(std::begin(kFramebufferNames), std::end(kFramebufferNames),
+                          [&](std::string_view n) { return startsWith(name, n); });
+    if (fb) {
+      FirmwareFramebuffer f{name, std::nullopt};
+      for (auto it = stack.rbegin(); it != stack.rend() && !f.device; ++it) f.device = parseBdf(it->second);
+      out.push_back(std::move(f));
+    }
+    stack.emplace_back(indent, std::move(name));
+  }
+  return out;
+}
+
+KernelConfig parseKernelConfig(std::string_view text) {
+  KernelConfig c;
+  for (auto raw : splitLines(text)) {
+    auto line = trim(raw);
+    if (startsWith(line, "# CONFIG_") && endsWith(line, " is not set")) {
+      auto name = line.substr(2, line.size() - 2 - 11);
+      c[std::string(trim(name))] = "n";
+      continue;
+    }
+    if (!startsWith(line, "CONFIG_")) continue;
+    auto eq = line.find('=');
+    if (eq == std::string_view::npos) continue;
+    auto v = line.substr(eq + 1);
+    if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+    c[std::string(line.substr(0, eq))] = std::string(v);
+  }
+  return c;
+}
+
+std::optional<std::string> parseLockdown(std::string_view text) {
+  for (auto w : splitWords(text)) {
+    if (w.size() > 2 && w.front() == '[' && w.back() == ']') return std::string(w.substr(1, w.size() - 2));
+  }
+  return std::nullopt;
+}
+
+std::optional<bool> ecapInterruptRemapping(std::string_view ecap) {
+  auto v = parseUnsigned(trim(ecap), 16);
+  if (!v) return std::nullopt;
+  return (*v & (1u << 3)) != 0;
+}
+
+std::optional<bool> parseSecureBootVar(std::string_view bytes) {
+  if (bytes.size() < 5) return std::nullopt;
+  return bytes[4] == 1;
+}
+
+std::set<std::string> parseModuleIndexNames(std::string_view text) {
+  std::set<std::string> out;
+  for (auto line : splitLines(text)) {
+    line = trim(line);
+    auto colon = line.find(':');
+    if (colon != std::string_view::npos) line = line.substr(0, colon);
+    auto slash = line.rfind('/');
+    auto base = slash == std::string_view::npos ? line : line.substr(slash + 1);
+    auto ko = base.find(".ko");
+    if (ko == std::string_view::npos || ko == 0) continue;
+    out.insert(normalizeModuleName(base.substr(0, ko)));
+  }
+  return out;
+}
+
+PlatformFacts readPlatform(const Host& host, const std::string& kernelRelease,
+                           const ModuleLoader& loader, const std::vector<std::string>& modules) {
+  PlatformFacts p;
+  // 1. CPU and KVM.
+  if (auto t = host.read("proc/cpuinfo", 16u << 20)) p.cpu = parseCpuinfo(*t);
+  p.devKvm = host.exists("dev/kvm");
+
+  // 2. Firmware tables and the kernel's IOMMU units (Documentation/ABI/testing/sysfs-class-iommu*).
+  if (auto t = host.list("sys/firmware/acpi/tables")) p.acpiTables = std::set<std::string>(t->begin(), t->end());
+  if (auto units = host.list("sys/class/iommu")) {
+    p.iommuUnits.emplace();
+    for (const auto& u : *units) {
+      IommuUnit unit{u, std::nullopt};
+      if (auto e = host.read(hostPath("sys/class/iommu", u, "intel-iommu/ecap"), 4096)) {
+        unit.interruptRemapping = ecapInterruptRemapping(*e);
+      }
+      p.iommuUnits->push_back(std::move(unit));
+    }
+  }
+  if (auto t = host.read("proc/interrupts", 16u << 20)) p.interrupts = parseInterrupts(*t);
+  p.allowUnsafeInterrupts =
+      readTrimmed(host, "sys/module/vfio_iommu_type1/parameters/allow_unsafe_interrupts");
+
+  // 3. Firmware framebuffers, lockdown, Secure Boot.
+  if (auto t = host.read("proc/iomem", 16u << 20)) p.framebuffers = parseIomemFramebuffers(*t);
+  if (auto t = host.read("sys/kernel/security/lockdown", 4096)) p.lockdown = parseLockdown(*t);
+  if (auto t = host.read(kSecureBootVar, 4096)) p.secureBoot = parseSecureBootVar(*t);
+
+  // 4. The running kernel's config and the modules asked for.
+  p.kernelRelease = kernelRelease;
+  p.kernelConfig = readKernelConfig(host, kernelRelease);
+  std::set<std::string> loaded;
+  if (auto t = host.read("proc/modules")) loaded = parseProcModules(*t);
+  std::set<std::string> text = kernelRelease.empty() ? std::set<std::string>{}
+                                                     : textIndexNames(host, kernelRelease);
+  for (const auto& name : modules) {
+    const std::string m = normalizeModuleName(name);
+    if (!isValidModuleName(m)) continue;
+    ModuleFacts f;
+    f.loaded = loaded.count(m) != 0;
+    f.sysModule = host.exists(hostPath("sys/module", m));
+    f.indexed = text.count(m) != 0 || (!kernelRelease.empty() && loader.available(m));
+    f.config = configValue(p.kernelConfig, m);
+    p.modules[m] = f;
+  }
+  return p;
+}
+
+std::vector<ImageKernel> readImageKernels(
+    const Host& host, const std::vector<std::string>& modules,
+    const std::function<std::unique_ptr<ModuleLoader>(const std::string&)>& loaderFor) {
+  std::vector<ImageKernel> out;
+  auto releases = host.list("lib/modules");
+  if (!releases) return out;
+  for (const auto& r : *releases) {
+    // Only real release directories: they hold a module index or at least a kernel/ tree.
+    const std::string dir = hostPath("lib/modules", r);
+    if (r.empty() || r[0] == '.' || r.find('/') != std::string::npos) continue;
+    if (!host.exists(hostPath(dir, "modules.dep")) && !host.exists(hostPath(dir, "kernel")) &&
+        !host.exists(hostPath(dir, "modules.builtin"))) {
+      continue;
+    }
+    ImageKernel k;
+    k.release = r;
+    k.config = readKernelConfig(host, r);
+    auto text = textIndexNames(host, r);
+    auto loader = loaderFor(r);
+    for (const auto& name : modules) {
+      const std::string m = normalizeModuleName(name);
+      if (!isValidModuleName(m)) continue;
+      ModuleFacts f;
+      f.indexed = text.count(m) != 0 || (loader && loader->available(m));
+      f.config = configValue(k.config, m);
+      k.modules[m] = f;
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+}  // namespace hostprep

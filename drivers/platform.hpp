@@ -1,0 +1,123 @@
+// Platform facts the PCI snapshot does not carry: CPU virtualization flags, /dev/kvm, the ACPI
+// IOMMU tables, the kernel's IOMMU units and interrupt remapping, the kernel build config, module
+// availability, firmware framebuffers, lockdown and Secure Boot. Read once into a plain struct so
+// that preflight's checks stay pure functions of facts. Every field has an "unknown" state:
+// a missing file (a busybox guest, a container, an image) is a state, never an error.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "drivers/host.hpp"
+#include "drivers/kmod.hpp"
+#include "drivers/pci.hpp"
+
+namespace hostprep {
+
+enum class CpuVendor { kUnknown, kIntel, kAmd, kOther };
+std::string_view toString(CpuVendor v);
+
+struct CpuFacts {
+  bool known = false;  // proc/cpuinfo was readable
+  CpuVendor vendor = CpuVendor::kUnknown;
+  std::string vendorId;  // "GenuineIntel"
+  bool vmx = false;
+  bool svm = false;
+  bool hypervisor = false;  // running as a guest
+};
+
+// One IOMMU unit under sys/class/iommu (dmar0, ivhd0, virtio-iommu, ...).
+struct IommuUnit {
+  std::string name;
+  // Intel VT-d: extended capability register bit 3 (IR, interrupt remapping support), from
+  // sys/class/iommu/dmarN/intel-iommu/ecap; nullopt for other units or when unreadable.
+  std::optional<bool> interruptRemapping;
+};
+
+// /proc/interrupts, reduced to what preflight asks: are interrupts remapped?
+struct InterruptFacts {
+  size_t lines = 0;      // interrupt lines with a chip name
+  size_t remapped = 0;   // of those, "IR-" chips (IR-IO-APIC, IR-PCI-MSI, ...)
+};
+
+// A firmware framebuffer claimed in /proc/iomem (efifb, simpledrm, BOOTFB, vesafb), and the PCI
+// function whose BAR it sits in when iomem nests it under one.
+struct FirmwareFramebuffer {
+  std::string name;
+  std::optional<Bdf> device;
+};
+
+// What is known about one kernel module for one kernel release.
+struct ModuleFacts {
+  bool loaded = false;     // proc/modules
+  bool sysModule = false;  // sys/module/<m> exists (loaded, or built in with parameters)
+  bool indexed = false;    // in the release's module index (modules.dep / modules.builtin)
+  // CONFIG_ symbol value from boot/config-<release> ("y", "m"), nullopt when not set or unknown.
+  std::optional<std::string> config;
+
+  bool available() const { return loaded || sysModule || indexed || config == "y"; }
+};
+
+// A kernel build configuration (boot/config-<release>): CONFIG_X -> "y" | "m" | value.
+// "# CONFIG_X is not set" is recorded as "n".
+using KernelConfig = std::map<std::string, std::string>;
+
+struct PlatformFacts {
+  CpuFacts cpu;
+  bool devKvm = false;
+  // Tables under sys/firmware/acpi/tables; nullopt when that directory is absent (no ACPI, or
+  // no sysfs at all).
+  std::optional<std::set<std::string>> acpiTables;
+  std::optional<std::vector<IommuUnit>> iommuUnits;  // nullopt: no sys/class/iommu
+  std::optional<InterruptFacts> interrupts;          // nullopt: no proc/interrupts
+  // vfio_iommu_type1's live allow_unsafe_interrupts parameter ("Y"/"N"), when loaded.
+  std::optional<std::string> allowUnsafeInterrupts;
+  std::optional<std::vector<FirmwareFramebuffer>> framebuffers;  // nullopt: no proc/iomem
+  std::optional<std::string> lockdown;   // the selected mode: none | integrity | confidentiality
+  std::optional<bool> secureBoot;        // from the EFI SecureBoot variable
+  std::string kernelRelease;
+  std::optional<KernelConfig> kernelConfig;     // boot/config-<release>
+  std::map<std::string, ModuleFacts> modules;   // the modules asked for
+};
+
+// Reads the platform facts of a live host (or a fixture laid out like one). `modules` names the
+// modules whose availability to record, looked up through `loader` (libkmod in production).
+PlatformFacts readPlatform(const Host& host, const std::string& kernelRelease,
+                           const ModuleLoader& loader, const std::vector<std::string>& modules);
+
+// An installed kernel of an image root: lib/modules/<release> with its config and modules.
+struct ImageKernel {
+  std::string release;
+  std::optional<KernelConfig> config;          // boot/config-<release>
+  std::map<std::string, ModuleFacts> modules;  // indexed / config only: nothing runs
+};
+
+// The kernels installed in an image root (lib/modules/*, newest last by name), each with the
+// modules asked for. `loaderFor` makes a module loader for one release.
+std::vector<ImageKernel> readImageKernels(
+    const Host& host, const std::vector<std::string>& modules,
+    const std::function<std::unique_ptr<ModuleLoader>(const std::string&)>& loaderFor);
+
+// The CONFIG_ symbol that builds a module, for the fallback when no module index is readable.
+std::optional<std::string_view> configSymbolOf(std::string_view module);
+
+// Pure parsers, tested table-driven.
+CpuFacts parseCpuinfo(std::string_view text);
+InterruptFacts parseInterrupts(std::string_view text);
+std::vector<FirmwareFramebuffer> parseIomemFramebuffers(std::string_view text);
+KernelConfig parseKernelConfig(std::string_view text);
+std::optional<std::string> parseLockdown(std::string_view text);  // "[none] integrity" -> none
+// ecap is a hex register; bit 3 is IR (Intel VT-d spec, "Extended Capability Register").
+std::optional<bool> ecapInterruptRemapping(std::string_view ecap);
+// efivars: 4 bytes of attributes, then the value byte.
+std::optional<bool> parseSecureBootVar(std::string_view bytes);
+// Module names listed in a text modules.dep / modules.builtin ("kernel/drivers/vfio/vfio.ko:").
+std::set<std::string> parseModuleIndexNames(std::string_view text);
+
+}  // namespace hostprep

@@ -1,0 +1,512 @@
+#include "drivers/status.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "drivers/journal.hpp"
+#include "drivers/naming.hpp"
+#include "drivers/parsers.hpp"
+#include "drivers/plan.hpp"
+#include "drivers/text.hpp"
+
+namespace hostprep {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string hex4(uint16_t v) {
+  char buf[5];
+  std::snprintf(buf, sizeof buf, "%04x", static_cast<unsigned>(v));
+  return buf;
+}
+
+std::string hex6(uint32_t v) {
+  char buf[7];
+  std::snprintf(buf, sizeof buf, "%06x", static_cast<unsigned>(v & 0xffffff));
+  return buf;
+}
+
+ActualMode asActual(Mode m) {
+  switch (m) {
+    case Mode::kContainer: return ActualMode::kContainer;
+    case Mode::kVmPassthrough: return ActualMode::kVmPassthrough;
+    case Mode::kVmVgpu: return ActualMode::kVmVgpu;
+  }
+  return ActualMode::kNone;
+}
+
+bool isGpuRole(Role r) { return r == Role::kGpu || r == Role::kNvSwitch; }
+
+// The device plugin's drivers (kubevirt-gpu-device-plugin; nvgrace for Grace Hopper).
+bool isPluginVfioDriver(const std::optional<std::string>& d) {
+  return d && (*d == "vfio-pci" || *d == "nvgrace_gpu_vfio_pci" || *d == "nvgrace-gpu-vfio-pci");
+}
+
+// A GPU is a vGPU host when it, or one of its VFs, offers vGPU types or carries a vGPU.
+bool isVgpuHost(const PciFunction& gpu, const VgpuState& v) {
+  auto related = [&](const Bdf& b) {
+    return b == gpu.bdf || std::find(gpu.virtfns.begin(), gpu.virtfns.end(), b) != gpu.virtfns.end();
+  };
+  for (const auto& b : v.vgpuCapable) {
+    if (related(b)) return true;
+  }
+  for (const auto& d : v.devices) {
+    if (d.parent && related(*d.parent)) return true;
+  }
+  return false;
+}
+
+// The driver a device wants in a mode: the same rules as the plan (drivers/plan.cpp), where
+// nullopt means "any driver but vfio, or none" (a companion outside passthrough).
+std::optional<std::string> wantedDriver(Mode mode, Role role, const PciFunction& f,
+                                        const StatusInputs& in) {
+  switch (mode) {
+    case Mode::kVmPassthrough:
+      if (role == Role::kVf) return std::nullopt;
+      return vfioDriverName(bestVfioModule(in.modulesAlias, f.modalias));
+    case Mode::kContainer:
+      if (isGpuRole(role)) return in.selection.hostDriver;
+      return std::nullopt;
+    case Mode::kVmVgpu:
+      if (isGpuRole(role) || role == Role::kVf) return in.selection.hostDriver;
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<bool> onWanted(Mode mode, Role role, const PciFunction& f,
+                             const std::optional<std::string>& want) {
+  if (role == Role::kVf && mode != Mode::kVmVgpu) return std::nullopt;
+  if (want) return f.driver == want;
+  return !(f.driver && isVfioDriver(*f.driver));
+}
+
+Condition makeCondition(const StatusInputs& in, std::string type, ConditionStatus st,
+                        std::string reason, std::string message) {
+  Condition c{std::move(type), st, std::move(reason), std::move(message), in.observedTime};
+  for (const auto& p : in.previous) {
+    if (p.type == c.type && p.status == c.status && p.lastTransitionTime != 0) {
+      c.lastTransitionTime = p.lastTransitionTime;
+    }
+  }
+  return c;
+}
+
+// Every member of a group given to vfio must be driverless, on vfio, on pci-stub, or a bridge,
+// or opening the group fails ("group N is not viable", DOMAIN.md §4).
+std::vector<std::string> nonViableGroups(const Snapshot& s, const Selection& sel) {
+  std::set<int> groups;
+  for (const auto& t : sel.targets) {
+    const auto* f = s.find(t.bdf);
+    if (f && f->iommuGroup && f->driver && isVfioDriver(*f->driver)) groups.insert(*f->iommuGroup);
+  }
+  std::vector<std::string> bad;
+  for (int g : groups) {
+    std::vector<std::string> offenders;
+    for (const auto* m : s.groupMembers(g)) {
+      if (!m->driver || isVfioDriver(*m->driver) || *m->driver == "pci-stub" ||
+          isBridge(m->classCode)) {
+        continue;
+      }
+      offenders.push_back(m->bdf.str() + " on " + *m->driver);
+    }
+    if (!offenders.empty()) {
+      bad.push_back("IOMMU group " + std::to_string(g) + ": " + join(offenders, ", "));
+    }
+  }
+  return bad;
+}
+
+std::string promEscape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view toString(ActualMode m) {
+  switch (m) {
+    case ActualMode::kContainer: return "container";
+    case ActualMode::kVmPassthrough: return "vm-passthrough";
+    case ActualMode::kVmVgpu: return "vm-vgpu";
+    case ActualMode::kMixed: return "mixed";
+    case ActualMode::kNone: return "none";
+  }
+  return "none";
+}
+
+std::string_view toString(ConditionStatus s) {
+  switch (s) {
+    case ConditionStatus::kTrue: return "True";
+    case ConditionStatus::kFalse: return "False";
+    case ConditionStatus::kUnknown: return "Unknown";
+  }
+  return "Unknown";
+}
+
+std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuState& v,
+                                               const Selection& sel, std::string_view hostDriver,
+                                               const std::optional<std::string>& pciIds) {
+  std::map<std::string, int> out;
+  // Passthrough: one device per IOMMU group, named after the group's first vfio-bound function.
+  std::set<int> seenGroups;
+  for (const auto& f : s.pci) {  // sorted by address, as the plugin's directory walk is
+    if (f.id.vendor != kNvidiaVendor || !isPluginVfioDriver(f.driver) || !f.iommuGroup) continue;
+    if (!seenGroups.insert(*f.iommuGroup).second) continue;
+    ++out[passthroughResourceName(pciIds.value_or(""), f.id.device)];
+  }
+  for (const auto& d : v.devices) {
+    if (!d.typeName.empty()) ++out[vgpuResourceName(d.typeName)];
+  }
+  int gpus = 0;
+  for (const auto& t : sel.targets) {
+    const auto* f = s.find(t.bdf);
+    if (t.role == Role::kGpu && f && f->driver == std::string(hostDriver) && !isVgpuHost(*f, v)) ++gpus;
+  }
+  if (gpus > 0) out[std::string(kContainerResource)] += gpus;
+  return out;
+}
+
+ActualMode actualMode(const Snapshot& s, const VgpuState& v, const Selection& sel,
+                      std::string_view hostDriver) {
+  std::set<ActualMode> seen;
+  for (const auto& t : sel.targets) {
+    if (!isGpuRole(t.role)) continue;
+    const auto* f = s.find(t.bdf);
+    if (!f) continue;
+    if (f->driver && isVfioDriver(*f->driver)) {
+      seen.insert(ActualMode::kVmPassthrough);
+    } else if (f->driver == std::string(hostDriver)) {
+      seen.insert(isVgpuHost(*f, v) ? ActualMode::kVmVgpu : ActualMode::kContainer);
+    } else {
+      seen.insert(ActualMode::kNone);
+    }
+  }
+  if (seen.empty()) return ActualMode::kNone;
+  if (seen.size() == 1) return *seen.begin();
+  return ActualMode::kMixed;
+}
+
+const Condition* StatusDocument::condition(std::string_view type) const {
+  for (const auto& c : conditions) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
+}
+
+std::vector<const StatusDevice*> StatusDocument::drift() const {
+  std::vector<const StatusDevice*> out;
+  for (const auto& d : devices) {
+    if (d.onWantedDriver == false) out.push_back(&d);
+  }
+  return out;
+}
+
+StatusDocument buildStatus(const Snapshot& s, const VgpuState& v, const StatusInputs& in) {
+  StatusDocument d;
+  d.nodeName = in.nodeName;
+  d.observedTime = in.observedTime;
+  d.agentVersion = in.agentVersion;
+  d.desiredMode = in.desiredMode;
+  d.desiredModeSource = in.desiredMode ? in.desiredModeSource : std::string();
+  d.pciIdsFound = in.pciIds.has_value();
+
+  // 1. The devices hostprep manages: the selection, plus the VFs of selected GPUs.
+  auto sel = selectDevices(s, in.selection);
+  Selection selection = sel ? *sel : Selection{};
+  std::vector<Target> listed = selection.targets;
+  for (const auto& t : selection.targets) {
+    const auto* f = s.find(t.bdf);
+    if (!f || !isGpuRole(t.role)) continue;
+    for (const auto& vf : f->virtfns) {
+      if (!selection.find(vf)) listed.push_back({vf, Role::kVf, std::nullopt});
+    }
+  }
+  for (const auto& t : listed) {
+    const auto* f = s.find(t.bdf);
+    if (!f) continue;
+    StatusDevice dev;
+    dev.fn = f;
+    dev.role = t.role;
+    if (in.pciIds) dev.name = pciIdsDeviceName(*in.pciIds, f->id.vendor, f->id.device);
+    if (in.desiredMode) {
+      dev.wantedDriver = wantedDriver(*in.desiredMode, t.role, *f, in);
+      dev.onWantedDriver = onWanted(*in.desiredMode, t.role, *f, dev.wantedDriver);
+    }
+    d.devices.push_back(std::move(dev));
+  }
+  for (const auto& vg : v.devices) d.vgpu.push_back({vg, vgpuResourceName(vg.typeName)});
+
+  // 2. Mode, advertised resources.
+  d.actualMode = actualMode(s, v, selection, in.selection.hostDriver);
+  d.advertised = advertisedResources(s, v, selection, in.selection.hostDriver, in.pciIds);
+
+  // 3. Converged: the desired mode is the actual one and the plan prepare would make is empty.
+  bool gpus = !selection.gpus().empty();
+  std::optional<std::string> planProblem;
+  bool planNoop = false;
+  if (in.desiredMode && sel && gpus) {
+    auto plan = makePlan(s, selection, {*in.desiredMode, in.selection.hostDriver, in.modulesAlias});
+    if (plan) {
+      planNoop = plan->noop();
+      if (!planNoop) planProblem = std::to_string(plan->steps.size()) + " step(s) pending";
+    } else if (*in.desiredMode == Mode::kVmVgpu && plan.error().exit == Exit::kUsage) {
+      planNoop = true;  // this build plans no vGPU moves: judge by drivers and mode alone
+    } else {
+      planProblem = plan.error().describe();
+    }
+  }
+  auto drift = d.drift();
+  d.converged = in.desiredMode && sel && gpus && drift.empty() && planNoop &&
+                d.actualMode == asActual(*in.desiredMode) &&
+                !in.convergeError;
+
+  // 4. Conditions.
+  if (in.preflight) {
+    d.conditions.push_back(makeCondition(in, "PreflightPassed",
+                                         in.preflight->passed ? ConditionStatus::kTrue : ConditionStatus::kFalse,
+                                         in.preflight->passed ? "ChecksPassed" : "ChecksFailed",
+                                         in.preflight->message));
+  } else {
+    d.conditions.push_back(makeCondition(in, "PreflightPassed", ConditionStatus::kUnknown,
+                                         "NotEvaluated", "run 'hostprep preflight' for the host checks"));
+  }
+  if (!sel) {
+    d.conditions.push_back(makeCondition(in, "DevicesOnWantedDriver", ConditionStatus::kUnknown,
+                                         "SelectionFailed", sel.error().describe()));
+  } else if (!gpus) {
+    d.conditions.push_back(makeCondition(in, "DevicesOnWantedDriver", ConditionStatus::kUnknown,
+                                         "NoDevices", "no selected GPU on this host"));
+  } else if (!in.desiredMode) {
+    d.conditions.push_back(makeCondition(in, "DevicesOnWantedDriver", ConditionStatus::kUnknown,
+                                         "NoDesiredMode",
+                                         "no mode in the config and no prepare run since boot"));
+  } else if (!drift.empty()) {
+    std::vector<std::string> what;
+    for (const auto* dv : drift) {
+      what.push_back(dv->fn->bdf.str() + " on " + dv->fn->driver.value_or("no driver") + ", wants " +
+                     dv->wantedDriver.value_or("a non-vfio driver"));
+    }
+    std::string msg = join(what, "; ");
+    if (in.convergeError) msg += "; last convergence failed: " + *in.convergeError;
+    d.conditions.push_back(makeCondition(in, "DevicesOnWantedDriver", ConditionStatus::kFalse,
+                                         "DevicesOffWantedDriver", msg));
+  } else if (in.convergeError) {
+    d.conditions.push_back(makeCondition(in, "DevicesOnWantedDriver", ConditionStatus::kFalse,
+                                         "ConvergeFailed", *in.convergeError));
+  } else if (planProblem) {
+    d.conditions.push_back(makeCondition(in, "DevicesOnWantedDriver", ConditionStatus::kFalse,
+                                         "StepsPending", *planProblem));
+  } else {
+    d.conditions.push_back(makeCondition(
+        in, "DevicesOnWantedDriver", ConditionStatus::kTrue, "AllOnWantedDriver",
+        std::to_string(d.devices.size()) + " device(s) on their " +
+            std::string(toString(*in.desiredMode)) + " driver"));
+  }
+  auto bad = nonViableGroups(s, selection);
+  if (bad.empty()) {
+    d.conditions.push_back(makeCondition(in, "GroupsViable", ConditionStatus::kTrue, "GroupsViable",
+                                         "every IOMMU group with a vfio-bound device is viable"));
+  } else {
+    d.conditions.push_back(makeCondition(in, "GroupsViable", ConditionStatus::kFalse,
+                                         "DeviceOnHostDriver", join(bad, "; ")));
+  }
+  return d;
+}
+
+nlohmann::ordered_json toJson(const StatusDocument& d) {
+  auto opt = [](const auto& o) { return o ? ojson(*o) : ojson(nullptr); };
+  ojson j;
+  j["schemaVersion"] = d.schemaVersion;
+  j["nodeName"] = d.nodeName;
+  j["observedTime"] = formatTime(d.observedTime);
+  j["agentVersion"] = d.agentVersion;
+  j["desiredMode"] = d.desiredMode ? ojson(std::string(toString(*d.desiredMode))) : ojson(nullptr);
+  j["desiredModeSource"] = d.desiredModeSource.empty() ? ojson(nullptr) : ojson(d.desiredModeSource);
+  j["actualMode"] = std::string(toString(d.actualMode));
+  j["converged"] = d.converged;
+  j["conditions"] = ojson::array();
+  for (const auto& c : d.conditions) {
+    j["conditions"].push_back({{"type", c.type},
+                               {"status", std::string(toString(c.status))},
+                               {"reason", c.reason},
+                               {"message", c.message},
+                               {"lastTransitionTime", formatTime(c.lastTransitionTime)}});
+  }
+  j["devices"] = ojson::array();
+  for (const auto& dv : d.devices) {
+    const PciFunction& f = *dv.fn;
+    ojson e;
+    e["bdf"] = f.bdf.str();
+    e["vendorId"] = hex4(f.id.vendor);
+    e["deviceId"] = hex4(f.id.device);
+    e["subsystemVendorId"] = hex4(f.subsystem.vendor);
+    e["subsystemDeviceId"] = hex4(f.subsystem.device);
+    e["name"] = opt(dv.name);
+    e["class"] = hex6(f.classCode);
+    e["className"] = className(f.classCode);
+    e["role"] = std::string(toString(dv.role));
+    e["iommuGroup"] = opt(f.iommuGroup);
+    e["driver"] = opt(f.driver);
+    e["driverOverride"] = opt(f.driverOverride);
+    e["wantedDriver"] = opt(dv.wantedDriver);
+    e["onWantedDriver"] = opt(dv.onWantedDriver);
+    e["numaNode"] = f.numaNode && *f.numaNode >= 0 ? ojson(*f.numaNode) : ojson(nullptr);
+    if (f.sriovTotalVfs) {
+      e["sriov"] = {{"totalVfs", *f.sriovTotalVfs}, {"numVfs", f.sriovNumVfs.value_or(0)}};
+    } else {
+      e["sriov"] = nullptr;
+    }
+    e["physfn"] = f.physfn ? ojson(f.physfn->str()) : ojson(nullptr);
+    j["devices"].push_back(std::move(e));
+  }
+  j["vgpuDevices"] = ojson::array();
+  for (const auto& vg : d.vgpu) {
+    j["vgpuDevices"].push_back({{"interface", std::string(toString(vg.device.interface))},
+                                {"uuid", vg.device.uuid.empty() ? ojson(nullptr) : ojson(vg.device.uuid)},
+                                {"parent", vg.device.parent ? ojson(vg.device.parent->str()) : ojson(nullptr)},
+                                {"typeId", vg.device.typeId},
+                                {"typeName", vg.device.typeName},
+                                {"resource", vg.resource}});
+  }
+  j["advertised"] = ojson::object();
+  for (const auto& [name, count] : d.advertised) j["advertised"][name] = count;
+  j["drift"] = ojson::array();
+  for (const auto* dv : d.drift()) {
+    j["drift"].push_back({{"bdf", dv->fn->bdf.str()},
+                          {"driver", opt(dv->fn->driver)},
+                          {"wantedDriver", opt(dv->wantedDriver)}});
+  }
+  j["pciIdsFound"] = d.pciIdsFound;
+  return j;
+}
+
+std::string nfdFeatures(const StatusDocument& d) {
+  std::string p(kNfdPrefix);
+  std::string out = "# written by hostprep; see " + std::string(kStatusPath) + "\n";
+  out += p + "actual-mode=" + std::string(toString(d.actualMode)) + "\n";
+  if (d.desiredMode) out += p + "desired-mode=" + std::string(toString(*d.desiredMode)) + "\n";
+  out += p + "converged=" + (d.converged ? "true" : "false") + "\n";
+  return out;
+}
+
+std::string prometheusText(const StatusDocument& d) {
+  std::map<std::string, int> perDriver;
+  for (const auto& dv : d.devices) ++perDriver[dv.fn->driver.value_or("none")];
+  std::string o;
+  o += "# HELP hostprep_devices Selected PCI functions per bound driver (\"none\": unbound).\n";
+  o += "# TYPE hostprep_devices gauge\n";
+  for (const auto& [drv, n] : perDriver) {
+    o += "hostprep_devices{driver=\"" + promEscape(drv) + "\"} " + std::to_string(n) + "\n";
+  }
+  o += "# HELP hostprep_converged 1 when every selected device is where the desired mode wants it.\n";
+  o += "# TYPE hostprep_converged gauge\n";
+  o += std::string("hostprep_converged ") + (d.converged ? "1" : "0") + "\n";
+  o += "# HELP hostprep_mode_info The desired and the actual mode of the node.\n";
+  o += "# TYPE hostprep_mode_info gauge\n";
+  o += "hostprep_mode_info{desired=\"" +
+       std::string(d.desiredMode ? toString(*d.desiredMode) : "") + "\",actual=\"" +
+       std::string(toString(d.actualMode)) + "\"} 1\n";
+  o += "# HELP hostprep_condition Conditions: 1 True, 0 False, -1 Unknown.\n";
+  o += "# TYPE hostprep_condition gauge\n";
+  std::time_t last = 0;
+  for (const auto& c : d.conditions) {
+    const char* v = c.status == ConditionStatus::kTrue ? "1" : c.status == ConditionStatus::kFalse ? "0" : "-1";
+    o += "hostprep_condition{type=\"" + promEscape(c.type) + "\"} " + v + "\n";
+    last = std::max(last, c.lastTransitionTime);
+  }
+  o += "# HELP hostprep_last_transition_timestamp_seconds When a condition last changed.\n";
+  o += "# TYPE hostprep_last_transition_timestamp_seconds gauge\n";
+  o += "hostprep_last_transition_timestamp_seconds " + std::to_string(last) + "\n";
+  o += "# HELP hostprep_advertised Devices the device plugins will advertise, per resource.\n";
+  o += "# TYPE hostprep_advertised gauge\n";
+  for (const auto& [name, n] : d.advertised) {
+    o += "hostprep_advertised{resource=\"" + promEscape(name) + "\"} " + std::to_string(n) + "\n";
+  }
+  return o;
+}
+
+std::string formatTime(std::time_t t) {
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::optional<std::time_t> parseTime(std::string_view s) {
+  if (s.size() != 20 || s[19] != 'Z') return std::nullopt;
+  std::tm tm{};
+  int y = 0, mo = 0, da = 0, h = 0, mi = 0, se = 0;
+  char tail = 0;
+  const std::string str(s);
+  if (std::sscanf(str.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &da, &h, &mi, &se, &tail) != 7 ||
+      tail != 'Z') {
+    return std::nullopt;
+  }
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = da;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = se;
+  return ::timegm(&tm);
+}
+
+std::vector<Condition> parseConditions(std::string_view statusJson) {
+  std::vector<Condition> out;
+  auto j = nlohmann::json::parse(statusJson, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("conditions") || !j["conditions"].is_array()) {
+    return out;
+  }
+  for (const auto& c : j["conditions"]) {
+    if (!c.is_object()) continue;
+    Condition k;
+    k.type = c.value("type", "");
+    const std::string st = c.value("status", "");
+    k.status = st == "True" ? ConditionStatus::kTrue : st == "False" ? ConditionStatus::kFalse : ConditionStatus::kUnknown;
+    k.reason = c.value("reason", "");
+    k.message = c.value("message", "");
+    k.lastTransitionTime = parseTime(c.value("lastTransitionTime", "")).value_or(0);
+    if (!k.type.empty()) out.push_back(std::move(k));
+  }
+  return out;
+}
+
+std::string readNodeName(const Host& host) {
+  for (const char* p : {"proc/sys/kernel/hostname", "etc/hostname"}) {
+    auto n = readTrimmed(host, p);
+    if (n && !n->empty()) return *n;
+  }
+  return {};
+}
+
+std::optional<std::string> readPciIds(const Host& host) {
+  for (const char* p : {"usr/share/misc/pci.ids", "usr/share/hwdata/pci.ids"}) {
+    if (auto t = host.read(p, 16u << 20)) return *t;
+  }
+  return std::nullopt;
+}
+
+std::optional<Mode> readLastMode(const Host& host) {
+  auto t = readTrimmed(host, kLastModePath);
+  return t ? parseMode(*t) : std::nullopt;
+}
+
+Status writeLastMode(Host& host, Mode m) {
+  if (!host.exists(kStateDir)) {
+    if (auto s = host.makeDirs(kStateDir, 0755); !s) return s;
+  }
+  return host.writeFileAtomic(kLastModePath, std::string(toString(m)) + "\n", 0644);
+}
+
+}  // namespace hostprep

@@ -1,0 +1,133 @@
+// The status document: what the node actually is, as a pure function of the snapshot (plus the
+// vGPU devices and a few inputs), and what the device plugins will advertise for it. Rendered as
+// JSON (schema: agent/status.schema.json), as an NFD features.d file, and as a Prometheus
+// textfile. The few host reads it needs (node name, pci.ids, the last prepared mode, the last
+// document) are separate helpers at the bottom.
+#pragma once
+
+#include <ctime>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "drivers/host.hpp"
+#include "drivers/mode.hpp"
+#include "drivers/selection.hpp"
+#include "drivers/snapshot.hpp"
+#include "drivers/vgpu_state.hpp"
+
+namespace hostprep {
+
+inline constexpr int kStatusSchemaVersion = 1;
+inline constexpr std::string_view kStatusPath = "run/hostprep/status.json";
+inline constexpr std::string_view kLastModePath = "run/hostprep/last-mode";
+inline constexpr std::string_view kNfdPrefix = "hostprep.";
+
+enum class ActualMode { kContainer, kVmPassthrough, kVmVgpu, kMixed, kNone };
+std::string_view toString(ActualMode m);
+
+enum class ConditionStatus { kTrue, kFalse, kUnknown };
+std::string_view toString(ConditionStatus s);  // "True" | "False" | "Unknown"
+
+// Kubernetes-style condition.
+struct Condition {
+  std::string type;  // PreflightPassed, DevicesOnWantedDriver, GroupsViable
+  ConditionStatus status = ConditionStatus::kUnknown;
+  std::string reason;  // CamelCase
+  std::string message;
+  std::time_t lastTransitionTime = 0;
+};
+
+struct StatusDevice {
+  const PciFunction* fn = nullptr;  // into the snapshot the document was built from
+  Role role = Role::kGpu;
+  std::optional<std::string> name;          // pci.ids name, e.g. "GA102GL [A10]"
+  std::optional<std::string> wantedDriver;  // nullopt: any driver but vfio, or not judged
+  std::optional<bool> onWantedDriver;       // nullopt: no desired mode (or a VF outside vm-vgpu)
+};
+
+struct StatusVgpu {
+  VgpuDevice device;
+  std::string resource;  // "nvidia.com/NVIDIA_A10-12Q"
+};
+
+struct PreflightSummary {
+  bool passed = false;
+  std::string message;
+};
+
+struct StatusInputs {
+  std::string nodeName;
+  std::string agentVersion;
+  std::time_t observedTime = 0;
+  std::optional<Mode> desiredMode;
+  std::string desiredModeSource;  // "flag", "config", "last-prepare"; empty when none
+  SelectionOptions selection;
+  std::string modulesAlias;           // to name the VFIO driver a device wants
+  std::optional<std::string> pciIds;  // nullopt: no pci.ids on the host
+  std::vector<Condition> previous;    // the last document's conditions (lastTransitionTime)
+  std::optional<PreflightSummary> preflight;  // nullopt: not evaluated
+  std::optional<std::string> convergeError;   // the last convergence failed with this
+};
+
+struct StatusDocument {
+  int schemaVersion = kStatusSchemaVersion;
+  std::string nodeName;
+  std::time_t observedTime = 0;
+  std::string agentVersion;
+  std::optional<Mode> desiredMode;
+  std::string desiredModeSource;
+  ActualMode actualMode = ActualMode::kNone;
+  bool converged = false;
+  std::vector<Condition> conditions;
+  std::vector<StatusDevice> devices;
+  std::vector<StatusVgpu> vgpu;
+  std::map<std::string, int> advertised;
+  std::vector<const StatusDevice*> drift() const;  // devices off their wanted driver
+  bool pciIdsFound = false;
+
+  const Condition* condition(std::string_view type) const;
+};
+
+// What the device plugins advertise on this host (DOMAIN.md §2), the way they compute it:
+// - the sandbox plugin walks PCI functions in address order, keeps vendor 10de bound to vfio-pci
+//   (or nvgrace_gpu_vfio_pci) and counts one device per IOMMU group, under the resource of the
+//   first such function of the group: a vfio-bound companion in a group of its own (or whose GPU
+//   is not on vfio) gets its own resource; no pci.ids entry (or no pci.ids) gives the raw id;
+// - each mdev device counts under its mdev_type/name, each per-VF vGPU under its type name;
+// - the NVIDIA device plugin (container mode) counts `nvidia.com/gpu` per selected GPU on the
+//   host driver that is not a vGPU host.
+std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuState& v,
+                                               const Selection& sel, std::string_view hostDriver,
+                                               const std::optional<std::string>& pciIds);
+
+// The mode the selected GPUs are in: all on vfio -> vm-passthrough; all on the host driver ->
+// container, or vm-vgpu where the driver offers vGPU types or vGPUs exist; a mix -> mixed; no
+// GPU, or GPUs on no/another driver -> none.
+ActualMode actualMode(const Snapshot& s, const VgpuState& v, const Selection& sel,
+                      std::string_view hostDriver);
+
+StatusDocument buildStatus(const Snapshot& s, const VgpuState& v, const StatusInputs& in);
+
+nlohmann::ordered_json toJson(const StatusDocument& d);
+std::string nfdFeatures(const StatusDocument& d);     // NFD local source, features.d format
+std::string prometheusText(const StatusDocument& d);  // node_exporter textfile collector
+
+// RFC 3339 UTC, "2024-05-01T12:00:00Z".
+std::string formatTime(std::time_t t);
+std::optional<std::time_t> parseTime(std::string_view s);
+
+// Conditions of a previous document (empty when it is absent or unreadable).
+std::vector<Condition> parseConditions(std::string_view statusJson);
+
+// Host reads.
+std::string readNodeName(const Host& host);  // proc/sys/kernel/hostname, else etc/hostname
+// pci.ids under the root (usr/share/misc, usr/share/hwdata); nullopt when there is none.
+std::optional<std::string> readPciIds(const Host& host);
+std::optional<Mode> readLastMode(const Host& host);
+Status writeLastMode(Host& host, Mode m);
+
+}  // namespace hostprep

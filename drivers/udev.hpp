@@ -1,0 +1,40 @@
+// Kernel device events: the only door to libudev (udev.cpp is the one file that includes it).
+// The agent waits on an EventSource's descriptor in its poll loop and drains it when readable;
+// tests hand it a fake source fed through a pipe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "drivers/error.hpp"
+
+namespace hostprep {
+
+struct DeviceEvent {
+  std::string action;     // add, remove, bind, unbind, change, move
+  std::string subsystem;  // pci, vfio, mdev
+  std::string sysname;    // "0000:3b:00.0", a UUID, "vfio0"
+  std::string driver;     // for bind: the driver; may be empty
+};
+
+// The subsystems whose events can change the status document.
+inline constexpr std::string_view kWatchedSubsystems[] = {"pci", "vfio", "mdev"};
+bool isWatchedEvent(const DeviceEvent& e);
+
+class EventSource {
+ public:
+  virtual ~EventSource() = default;
+  // Readable when events are waiting.
+  virtual int fd() const = 0;
+  // Every event waiting now (never blocks); events of other subsystems are dropped.
+  virtual std::vector<DeviceEvent> drain() = 0;
+};
+
+// A netlink monitor of the kernel's own uevents (udev_monitor_new_from_netlink(.., "kernel")):
+// it needs no udevd, so it works the same on a systemd host, in a busybox guest and in a pod
+// with the host's network namespace. Filtered to kWatchedSubsystems.
+Result<std::unique_ptr<EventSource>> openKernelEventMonitor();
+
+}  // namespace hostprep

@@ -1,0 +1,106 @@
+#include "agent/config.hpp"
+
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+
+#include "tests/support/fixture.hpp"
+
+using namespace hostprep;
+using hostprep::test::Fixture;
+
+TEST_CASE("a full config parses into typed values", "[config]") {
+  auto c = parseConfig(
+      "mode: vm-passthrough\n"
+      "selection:\n  gpu-ids: [\"10de:2236\", 10de:2331]\n  devices: 0000:3b:00.0,0000:86:00.0\n"
+      "host-driver: nvidia\nholder-nodes: /dev/nvidia*\n"
+      "vgpu:\n  config-file: /etc/hostprep/vgpu.yaml\n  config-name: a10-4q\n"
+      "status:\n  path: /run/hostprep/s.json\n  nfd-features: /etc/nfd/features.d/hostprep\n"
+      "  prometheus: /var/lib/node-exporter/hostprep.prom\n"
+      "reconcile: true\n",
+      "config.yaml");
+  REQUIRE(c);
+  CHECK(c->mode == Mode::kVmPassthrough);
+  CHECK(c->selection.gpuIds.size() == 2);
+  CHECK(c->selection.devices.size() == 2);
+  CHECK(c->holderGlob() == "/dev/nvidia*");
+  CHECK(c->vgpuConfigName == "a10-4q");
+  CHECK(c->statusPath == "/run/hostprep/s.json");
+  CHECK(c->reconcile);
+  auto empty = parseConfig("", "config.yaml");
+  REQUIRE(empty);
+  CHECK_FALSE(empty->mode);
+  CHECK(empty->statusPath == "/run/hostprep/status.json");
+  CHECK(empty->holderGlob() == "/dev/nvidia*");
+}
+
+TEST_CASE("config errors name the file, the key and the fix, with exit 2", "[config]") {
+  struct Case {
+    const char* yaml;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"mode: vm\n", "config.yaml: mode: 'vm' is not a mode (choose one of container, vm-passthrough, vm-vgpu)"},
+      {"mdoe: container\n", "config.yaml: mdoe: unknown key (known keys: holder-nodes, host-driver, mode, reconcile, selection, status, vgpu)"},
+      {"selection:\n  gpu-ids: [10de:2236, nope]\n",
+       "config.yaml: selection.gpu-ids[1]: 'nope' is not a vendor:device id (write VVVV:DDDD in hex, e.g. 10de:2236)"},
+      {"selection:\n  devices: [\"3b:00.0/../x\"]\n",
+       "config.yaml: selection.devices[0]: '3b:00.0/../x' is not a PCI address (write DDDD:BB:DD.F, e.g. 0000:3b:00.0)"},
+      {"selection:\n  gpu: x\n", "config.yaml: selection.gpu: unknown key (known keys: devices, gpu-ids)"},
+      {"host-driver: ../evil\n", "config.yaml: host-driver: '../evil' is not a driver name (use letters, digits, '_' and '-' only, at most 64 characters)"},
+      {"status:\n  path: run/status.json\n",
+       "config.yaml: status.path: 'run/status.json' is not an absolute file path (write a path such as /run/hostprep/status.json, without '..')"},
+      {"status:\n  prometheus: /var/../etc/passwd\n",
+       "config.yaml: status.prometheus: '/var/../etc/passwd' is not an absolute file path (write a path such as /run/hostprep/status.json, without '..')"},
+      {"reconcile: maybe\n", "config.yaml: reconcile: 'maybe' is not true or false (write reconcile: true or false)"},
+      {"holder-nodes: /proc/*\n", "config.yaml: holder-nodes: '/proc/*' is not a /dev pattern (write a glob under /dev, e.g. /dev/nvidia*)"},
+      {"mode: [a, b]\n", "config.yaml: mode: must be a single value (write mode: VALUE)"},
+      {"- a\n- b\n", "config.yaml: (top level): must be a mapping of keys (see systemd/config.yaml)"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.yaml);
+    auto r = parseConfig(c.yaml, "config.yaml");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().describe() == c.message);
+    CHECK(r.error().exit == Exit::kUsage);
+  }
+  auto syntax = parseConfig("mode: [\n", "config.yaml");
+  REQUIRE_FALSE(syntax);
+  CHECK_THAT(syntax.error().message, Catch::StartsWith("config.yaml: line "));
+}
+
+TEST_CASE("a config writable by others is refused when running as root", "[config]") {
+  CHECK_FALSE(configPermissionProblem(0, 0100644, true));
+  CHECK(configPermissionProblem(0, 0100664, true) == std::optional<std::string>("writable by group or others"));
+  CHECK(configPermissionProblem(0, 0100646, true) == std::optional<std::string>("writable by group or others"));
+  CHECK(configPermissionProblem(1000, 0100644, true) == std::optional<std::string>("owned by uid 1000, not root"));
+  CHECK_FALSE(configPermissionProblem(1000, 0100666, false));
+
+  Fixture fx;
+  fx.write("etc/hostprep/config.yaml", "mode: container\n");
+  RootHost host(fx.root());
+  ::chmod(fx.path("etc/hostprep/config.yaml").c_str(), 0666);
+  auto c = loadConfig(host, kConfigPath, false);
+  if (::geteuid() == 0) {
+    REQUIRE_FALSE(c);
+    CHECK_THAT(c.error().describe(), Catch::Contains("/etc/hostprep/config.yaml: refusing a config writable by group or others"));
+    CHECK_FALSE(configuredMode(host));
+  } else {
+    CHECK(c);
+  }
+  ::chmod(fx.path("etc/hostprep/config.yaml").c_str(), 0644);
+  CHECK(configuredMode(host) == Mode::kContainer);
+}
+
+TEST_CASE("a missing default config is empty; a missing named one is an error", "[config]") {
+  Fixture fx;
+  RootHost host(fx.root());
+  auto c = loadConfig(host, kConfigPath, false);
+  REQUIRE(c);
+  CHECK_FALSE(c->mode);
+  CHECK_FALSE(configuredMode(host));
+  auto named = loadConfig(host, "/etc/hostprep/other.yaml", true);
+  REQUIRE_FALSE(named);
+  CHECK(named.error().describe() ==
+        "/etc/hostprep/other.yaml: cannot read the config: No such file or directory (pass --config with a readable file)");
+}

@@ -1,0 +1,67 @@
+// Scale: how the cost of reading the host (snapshot) and building what depends on it grows with
+// the number of PCI functions. Generates fixture hosts of 16, 256 and 4096 functions (GPUs with
+// audio companions, one group per pair) and prints the median time per run and per function.
+// Not a test: it prints figures for tests/bench/run and the README.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "drivers/plan.hpp"
+#include "drivers/selection.hpp"
+#include "drivers/snapshot.hpp"
+#include "tests/support/fixture.hpp"
+
+using namespace hostprep;
+
+namespace {
+
+std::string hostYaml(int functions) {
+  std::string y = "kernel: 6.1.0-bench\ncmdline: intel_iommu=on\nmodules: [nvidia, snd_hda_intel]\ndevices:\n";
+  for (int i = 0; i < functions; ++i) {
+    int pair = i / 2;
+    char bdf[16];
+    std::snprintf(bdf, sizeof bdf, "0000:%02x:%02x.%d", (pair / 32) % 256, pair % 32, i % 2);
+    const bool gpu = i % 2 == 0;
+    y += std::string("  - {bdf: \"") + bdf + "\", id: \"10de:" + (gpu ? "2236" : "1aef") +
+         "\", class: \"" + (gpu ? "030200" : "040300") + "\", driver: " +
+         (gpu ? "nvidia" : "snd_hda_intel") + ", group: " + std::to_string(pair) + "}\n";
+  }
+  return y;
+}
+
+template <class F>
+double medianMs(F&& f, int runs) {
+  std::vector<double> t;
+  for (int i = 0; i < runs; ++i) {
+    auto a = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  std::printf("%-10s %14s %14s %16s\n", "functions", "snapshot ms", "+plan ms", "us per function");
+  for (int n : {16, 256, 4096}) {
+    test::Fixture fx;
+    test::expandHostYaml(fx.root(), hostYaml(n));
+    RootHost host(fx.root());
+    const int runs = n >= 4096 ? 5 : 21;
+    double snap = medianMs([&] { (void)readSnapshot(host); }, runs);
+    double all = medianMs(
+        [&] {
+          auto s = readSnapshot(host);
+          auto sel = selectDevices(*s, {});
+          (void)makePlan(*s, *sel, {Mode::kVmPassthrough, "nvidia", ""});
+        },
+        runs);
+    std::printf("%-10d %14.2f %14.2f %16.1f\n", n, snap, all, all * 1000.0 / n);
+  }
+  return 0;
+}

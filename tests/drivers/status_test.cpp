@@ -1,0 +1,262 @@
+// The status document: golden documents for fixture hosts, checked against the published JSON
+// Schema; the device plugins' resource counting; conditions, NFD and Prometheus outputs.
+#include "drivers/status.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "agent/config.hpp"
+#include "agent/status_writer.hpp"
+#include "tests/support/fixture.hpp"
+#include "tests/support/schema.hpp"
+
+using namespace hostprep;
+using hostprep::test::Fixture;
+
+namespace {
+
+constexpr std::time_t kNow = 1714564800;  // 2024-05-01T12:00:00Z
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+nlohmann::json schema() {
+  return nlohmann::json::parse(slurp(std::filesystem::path(HOSTPREP_SOURCE_DIR) / "agent/status.schema.json"));
+}
+
+std::unique_ptr<Observation> observeScenario(const Fixture& fx, StatusRequest r = {}) {
+  RootHost host(fx.root());
+  auto cfg = loadConfig(host, kConfigPath, false);
+  REQUIRE(cfg);
+  r.config = *cfg;
+  r.now = kNow;
+  auto o = observe(host, r);
+  REQUIRE(o);
+  (*o)->doc.agentVersion = "VERSION";  // golden documents do not change with releases
+  return std::move(*o);
+}
+
+// Compares with tests/fixtures/<scenario>/expected-status.json; HOSTPREP_UPDATE_GOLDEN=1 rewrites it.
+void checkGolden(const std::string& scenario, const std::string& actual) {
+  const auto path = std::filesystem::path(HOSTPREP_FIXTURES_DIR) / scenario / "expected-status.json";
+  if (std::getenv("HOSTPREP_UPDATE_GOLDEN")) {
+    std::ofstream(path) << actual;
+  }
+  CHECK(actual == slurp(path));
+}
+
+}  // namespace
+
+TEST_CASE("golden status documents match and validate against the schema", "[status]") {
+  const auto sch = schema();
+  for (const char* scenario : {"status-passthrough-done", "status-container", "status-mixed", "status-drifted"}) {
+    INFO(scenario);
+    Fixture fx(scenario);
+    auto o = observeScenario(fx);
+    auto j = toJson(o->doc);
+    checkGolden(scenario, j.dump(2) + "\n");
+    auto errors = hostprep::test::validateSchema(sch, nlohmann::json::parse(j.dump()));
+    CHECK(errors == std::vector<std::string>{});
+  }
+}
+
+TEST_CASE("what each golden host is, in words", "[status]") {
+  SECTION("passthrough done: converged, one A10 resource per group, audio folded into its group") {
+    Fixture fx("status-passthrough-done");
+    auto o = observeScenario(fx);
+    const auto& d = o->doc;
+    CHECK(d.nodeName == "gpu-node-1");
+    CHECK(d.desiredMode == Mode::kVmPassthrough);
+    CHECK(d.desiredModeSource == "config");
+    CHECK(d.actualMode == ActualMode::kVmPassthrough);
+    CHECK(d.converged);
+    CHECK(d.advertised == std::map<std::string, int>{{"nvidia.com/GA102GL_A10", 2}});
+    REQUIRE(d.devices.size() == 4);
+    CHECK(d.devices[0].name == std::optional<std::string>("GA102GL [A10]"));
+    CHECK(d.condition("GroupsViable")->status == ConditionStatus::kTrue);
+  }
+  SECTION("container: desired from the last prepare, nvidia.com/gpu per GPU, hwdata pci.ids") {
+    Fixture fx("status-container");
+    auto o = observeScenario(fx);
+    const auto& d = o->doc;
+    CHECK(d.nodeName == "gpu-node-2");
+    CHECK(d.desiredModeSource == "last-prepare");
+    CHECK(d.actualMode == ActualMode::kContainer);
+    CHECK(d.converged);
+    CHECK(d.pciIdsFound);
+    CHECK(d.advertised == std::map<std::string, int>{{"nvidia.com/gpu", 2}});
+  }
+  SECTION("mixed: no desired mode, no pci.ids -> raw device id") {
+    Fixture fx("status-mixed");
+    auto o = observeScenario(fx);
+    const auto& d = o->doc;
+    CHECK_FALSE(d.desiredMode);
+    CHECK(d.actualMode == ActualMode::kMixed);
+    CHECK_FALSE(d.converged);
+    CHECK_FALSE(d.pciIdsFound);
+    CHECK(d.advertised == std::map<std::string, int>{{"nvidia.com/2236", 1}, {"nvidia.com/gpu", 1}});
+    CHECK(d.condition("DevicesOnWantedDriver")->reason == "NoDesiredMode");
+  }
+  SECTION("drifted: the audio function is off vfio, its group is not viable, still advertised") {
+    Fixture fx("status-drifted");
+    auto o = observeScenario(fx);
+    const auto& d = o->doc;
+    CHECK_FALSE(d.converged);
+    REQUIRE(d.drift().size() == 1);
+    CHECK(d.drift()[0]->fn->bdf.str() == "0000:3b:00.1");
+    CHECK(d.condition("DevicesOnWantedDriver")->message ==
+          "0000:3b:00.1 on snd_hda_intel, wants vfio-pci");
+    CHECK(d.condition("GroupsViable")->status == ConditionStatus::kFalse);
+    CHECK(d.condition("GroupsViable")->message == "IOMMU group 30: 0000:3b:00.1 on snd_hda_intel");
+    CHECK(d.advertised == std::map<std::string, int>{{"nvidia.com/GA102GL_A10", 2}});
+  }
+}
+
+TEST_CASE("a condition keeps its lastTransitionTime until its status changes", "[status]") {
+  Fixture fx("status-drifted");
+  RootHost host(fx.root());
+  StatusRequest r;
+  r.config = *loadConfig(host, kConfigPath, false);
+  r.now = kNow;
+  auto first = observe(host, r);
+  REQUIRE(first);
+  REQUIRE(publish(host, **first, r.config, r.config.statusPath));
+  // Later, nothing changed: times stay.
+  r.now = kNow + 600;
+  auto second = observe(host, r);
+  CHECK((*second)->doc.condition("GroupsViable")->lastTransitionTime == kNow);
+  CHECK((*second)->doc.observedTime == kNow + 600);
+  REQUIRE(publish(host, **second, r.config, r.config.statusPath));
+  // The audio function goes back to vfio: both conditions flip and get the new time.
+  std::filesystem::remove(fx.path("sys/devices/pci0000:3b/0000:3b:00.1/driver"));
+  fx.symlink("sys/devices/pci0000:3b/0000:3b:00.1/driver", "../../../bus/pci/drivers/vfio-pci");
+  r.now = kNow + 1200;
+  // On vfio but without the override, a re-probe could take it away: one step still pending.
+  CHECK((*observe(host, r))->doc.condition("DevicesOnWantedDriver")->message == "1 step(s) pending");
+  fx.write("sys/devices/pci0000:3b/0000:3b:00.1/driver_override", "vfio-pci\n");
+  auto third = observe(host, r);
+  CHECK((*third)->doc.condition("GroupsViable")->status == ConditionStatus::kTrue);
+  CHECK((*third)->doc.condition("GroupsViable")->lastTransitionTime == kNow + 1200);
+  CHECK((*third)->doc.condition("PreflightPassed")->lastTransitionTime == kNow);
+  CHECK((*third)->doc.converged);
+}
+
+TEST_CASE("advertised resources follow the sandbox device plugin's quirks", "[status][naming]") {
+  const std::string ids = "1234  Other\n\t2236  Not The A10\n10de  NVIDIA\n\t1aef  GA102 High Definition Audio Controller\n\t2236  GA102GL [A10]\n";
+  Fixture fx("status-passthrough-done");
+  RootHost host(fx.root());
+  auto snap = readSnapshot(host);
+  REQUIRE(snap);
+  auto sel = selectDevices(*snap, {});
+  REQUIRE(sel);
+  VgpuState none;
+  SECTION("another vendor's entry with the same device id is not used") {
+    CHECK(advertisedResources(*snap, none, *sel, "nvidia", ids) ==
+          std::map<std::string, int>{{"nvidia.com/GA102GL_A10", 2}});
+  }
+  SECTION("no pci.ids, or no entry: the raw device id") {
+    CHECK(advertisedResources(*snap, none, *sel, "nvidia", std::nullopt) ==
+          std::map<std::string, int>{{"nvidia.com/2236", 2}});
+    CHECK(advertisedResources(*snap, none, *sel, "nvidia", std::string("10de  NVIDIA\n\t1aef  Audio\n")) ==
+          std::map<std::string, int>{{"nvidia.com/2236", 2}});
+  }
+  SECTION("a vfio-bound companion whose GPU is not on vfio gets its own resource, upper-cased") {
+    std::filesystem::remove(fx.path("sys/devices/pci0000:3b/0000:3b:00.0/driver"));
+    fx.symlink("sys/devices/pci0000:3b/0000:3b:00.0/driver", "../../../bus/pci/drivers/nvidia");
+    auto s2 = readSnapshot(host);
+    CHECK(advertisedResources(*s2, none, *sel, "nvidia", ids) ==
+          std::map<std::string, int>{{"nvidia.com/GA102GL_A10", 1},
+                                     {"nvidia.com/GA102_HIGH_DEFINITION_AUDIO_CONTROLLER", 1},
+                                     {"nvidia.com/gpu", 1}});
+  }
+  SECTION("a GPU moved back to nouveau is no longer advertised (kubevirt-gpu-device-plugin#91)") {
+    std::filesystem::remove(fx.path("sys/devices/pci0000:86/0000:86:00.0/driver"));
+    std::filesystem::remove(fx.path("sys/devices/pci0000:86/0000:86:00.1/driver"));
+    fx.symlink("sys/devices/pci0000:86/0000:86:00.0/driver", "../../../bus/pci/drivers/nouveau");
+    auto s2 = readSnapshot(host);
+    CHECK(advertisedResources(*s2, none, *sel, "nvidia", ids) ==
+          std::map<std::string, int>{{"nvidia.com/GA102GL_A10", 1}});
+    CHECK(actualMode(*s2, none, *sel, "nvidia") == ActualMode::kMixed);
+  }
+}
+
+TEST_CASE("vGPU devices are advertised by type name, and make the mode vm-vgpu", "[status][vgpu]") {
+  Fixture fx("status-container");
+  // The A10 at 3b:00.0 is a vGPU host: one mdev device of type nvidia-558 on it.
+  const std::string pf = "sys/devices/pci0000:3b/0000:3b:00.0";
+  const std::string uuid = "5f2a9a5e-1c39-4b8f-9a53-7d0f2c8c1a11";
+  fx.write(pf + "/mdev_supported_types/nvidia-558/name", "NVIDIA A10-12Q\n");
+  fx.write(pf + "/" + uuid + "/uevent", "");
+  fx.symlink(pf + "/" + uuid + "/mdev_type", "../mdev_supported_types/nvidia-558");
+  fx.symlink("sys/bus/mdev/devices/" + uuid, "../../../devices/pci0000:3b/0000:3b:00.0/" + uuid);
+  auto o = observeScenario(fx);
+  const auto& d = o->doc;
+  CHECK(d.actualMode == ActualMode::kMixed);  // 86:00.0 is still a plain container GPU
+  CHECK(d.advertised == std::map<std::string, int>{{"nvidia.com/NVIDIA_A10-12Q", 1}, {"nvidia.com/gpu", 1}});
+  REQUIRE(d.vgpu.size() == 1);
+  CHECK(d.vgpu[0].device.parent->str() == "0000:3b:00.0");
+  CHECK(d.vgpu[0].device.typeId == "nvidia-558");
+  auto errors = hostprep::test::validateSchema(schema(), nlohmann::json::parse(toJson(d).dump()));
+  CHECK(errors == std::vector<std::string>{});
+}
+
+TEST_CASE("NFD features and the Prometheus textfile", "[status]") {
+  Fixture fx("status-passthrough-done");
+  auto o = observeScenario(fx);
+  CHECK(nfdFeatures(o->doc) ==
+        "# written by hostprep; see run/hostprep/status.json\n"
+        "hostprep.actual-mode=vm-passthrough\n"
+        "hostprep.desired-mode=vm-passthrough\n"
+        "hostprep.converged=true\n");
+  const std::string prom = prometheusText(o->doc);
+  CHECK_THAT(prom, Catch::Contains("hostprep_devices{driver=\"vfio-pci\"} 4\n"));
+  CHECK_THAT(prom, Catch::Contains("hostprep_converged 1\n"));
+  CHECK_THAT(prom, Catch::Contains("hostprep_last_transition_timestamp_seconds 1714564800\n"));
+  CHECK_THAT(prom, Catch::Contains("hostprep_advertised{resource=\"nvidia.com/GA102GL_A10\"} 2\n"));
+  CHECK_THAT(prom, Catch::Contains("hostprep_mode_info{desired=\"vm-passthrough\",actual=\"vm-passthrough\"} 1\n"));
+
+  SECTION("publish writes all three where the config says") {
+    RootHost host(fx.root());
+    auto cfg = loadConfig(host, kConfigPath, false);
+    REQUIRE(publish(host, *o, *cfg, cfg->statusPath));
+    CHECK(nlohmann::json::parse(std::ifstream(fx.path("run/hostprep/status.json")))["actualMode"] == "vm-passthrough");
+    CHECK(std::filesystem::exists(fx.path("etc/kubernetes/node-feature-discovery/features.d/hostprep")));
+    CHECK(std::filesystem::exists(fx.path("var/lib/node-exporter/hostprep.prom")));
+  }
+}
+
+TEST_CASE("times are RFC 3339 UTC both ways", "[status]") {
+  CHECK(formatTime(kNow) == "2024-05-01T12:00:00Z");
+  CHECK(parseTime("2024-05-01T12:00:00Z") == std::optional<std::time_t>(kNow));
+  CHECK_FALSE(parseTime("2024-05-01 12:00:00"));
+  CHECK_FALSE(parseTime("2024-05-01T12:00:00+02:00"));
+  CHECK(parseConditions("not json").empty());
+}
+
+TEST_CASE("the schema validator rejects what the schema forbids", "[status][schema]") {
+  const auto sch = schema();
+  Fixture fx("status-passthrough-done");
+  auto j = nlohmann::json::parse(toJson(observeScenario(fx)->doc).dump());
+  auto bad = j;
+  bad.erase("converged");
+  CHECK(hostprep::test::validateSchema(sch, bad) == std::vector<std::string>{"$: missing converged"});
+  bad = j;
+  bad["actualMode"] = "vm";
+  CHECK(hostprep::test::validateSchema(sch, bad).size() == 1);
+  bad = j;
+  bad["devices"][0]["bdf"] = "3b:00.0";
+  CHECK(hostprep::test::validateSchema(sch, bad).size() == 1);
+  bad = j;
+  bad["advertised"]["nvidia.com/GA102GL_A10"] = 0;
+  CHECK(hostprep::test::validateSchema(sch, bad).size() == 1);
+  bad = j;
+  bad["extra"] = 1;
+  CHECK(hostprep::test::validateSchema(sch, bad) == std::vector<std::string>{"$.extra: not allowed by the schema"});
+}
