@@ -21,5 +21,9 @@ t1=$(date +%s)
 echo "run-tests: initramfs ready in $((t1 - t0))s" >&2
 rc=0
 "$HERE/run-vm.sh" --initrd "$INITRD" --suite tests || rc=$?
+# Second boot, IOMMU off: preflight and prepare must notice (hostprep tests only).
+if [ -n "$HOSTPREP" ]; then
+    "$HERE/run-vm.sh" --initrd "$INITRD" --suite noiommu --iommu off --timeout 120 || rc=$?
+fi
 echo "run-tests: total $(( $(date +%s) - t0 ))s, exit $rc" >&2
 exit $rc

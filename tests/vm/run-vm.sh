@@ -1,13 +1,16 @@
 #!/bin/bash
 # Boot the test VM once and check what the guest reported on its serial console.
 #
-#   tests/vm/run-vm.sh [--initrd FILE] [--suite NAME] [--append "ARGS"] [--no-iommu]
-#                      [--timeout SECONDS] [--log FILE] [--no-check]
+#   tests/vm/run-vm.sh [--initrd FILE] [--suite NAME] [--append "ARGS"] [--iommu on|default|off]
+#                      [--no-iommu] [--timeout SECONDS] [--log FILE] [--no-check]
 #
 # --suite       guest script /tests/NAME.sh to run (default: tests)
 # --append      extra kernel command-line arguments
-# --no-iommu    boot without intel_iommu=on / iommu=pt (the IOMMU device is still present), for
-#               preflight checks that must notice a disabled IOMMU
+# --iommu       on (default): "intel_iommu=on iommu=pt"; default: no IOMMU arguments at all
+#               (Debian's 6.1 has CONFIG_INTEL_IOMMU_DEFAULT_ON_INTGPU_OFF=y, so the IOMMU is
+#               still on); off: "intel_iommu=off" (the DMAR table and the emulated IOMMU stay,
+#               the kernel does not use them) -- for preflight checks that must notice
+# --no-iommu    same as --iommu off
 # --no-check    only boot and stream the console (for demos); exit status is QEMU's
 # Fails (exit 1) on: timeout/hang, kernel panic or oops, no "N passed, N failed" line, any FAIL.
 # The topology is documented in tests/vm/README.md; keep the two in sync.
@@ -28,7 +31,15 @@ while [ $# -gt 0 ]; do
         --initrd) INITRD=$2; shift 2 ;;
         --suite) SUITE=$2; shift 2 ;;
         --append) EXTRA="$EXTRA $2"; shift 2 ;;
-        --no-iommu) IOMMU=""; shift ;;
+        --no-iommu) IOMMU="intel_iommu=off"; shift ;;
+        --iommu)
+            case $2 in
+                on) IOMMU="intel_iommu=on iommu=pt" ;;
+                default) IOMMU="" ;;
+                off) IOMMU="intel_iommu=off" ;;
+                *) echo "run-vm: --iommu on|default|off" >&2; exit 2 ;;
+            esac
+            shift 2 ;;
         --timeout) TIMEOUT=$2; shift 2 ;;
         --log) LOG=$2; shift 2 ;;
         --no-check) CHECK=0; shift ;;
@@ -56,7 +67,7 @@ QEMU=(qemu-system-x86_64
     -nodefaults -display none -serial stdio -no-reboot
     -device intel-iommu,intremap=on,caching-mode=on
     -kernel "$KIMAGE" -initrd "$INITRD"
-    -append "console=ttyS0 $IOMMU panic=-1 oops=panic loglevel=4 hp.suite=$SUITE$EXTRA"
+    -append "console=ttyS0${IOMMU:+ $IOMMU} panic=-1 oops=panic loglevel=4 hp.suite=$SUITE$EXTRA"
     -device e1000e,bus=pcie.0,addr=02.0
     -device edu,bus=pcie.0,addr=03.0
     -device edu,bus=pcie.0,addr=04.0

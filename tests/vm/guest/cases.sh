@@ -202,6 +202,21 @@ hp_t_runs() {
     hp_expect 2 prepare --mode no-such-mode
 }
 
+# preflight: the IOMMU checks must pass on this guest (KVM cannot: TCG offers no /dev/kvm, so the
+# overall verdict is not asserted).
+hp_t_preflight() {
+    hp preflight --mode vm-passthrough $HP_IDS --devices $EDU_A,$EDU_B,$EDU_C --color never
+    [ "$HP_RC" = 0 ] || [ "$HP_RC" = 1 ] || die "exit $HP_RC"
+    for c in "IOMMU in firmware" "IOMMU enabled by the kernel" "Interrupt remapping" "VFIO modules" \
+             "IOMMU group isolation" "GPUs present"; do
+        grep -qE "^PASS +$c" $T/hp.out || die "check '$c' did not PASS: $(grep -E "^[A-Z]+ +$c" $T/hp.out)"
+    done
+    hp preflight --mode vm-passthrough $HP_IDS --devices $EDU_D --color never
+    [ "$HP_RC" = 1 ] || die "preflight for $EDU_D (foreign device in its group): exit $HP_RC, expected 1"
+    grep -qE "^FAIL +IOMMU group isolation.*$NIC_D" $T/hp.out || die "group isolation did not FAIL naming $NIC_D"
+    expect_boot_state
+}
+
 hp_t_dry_run() {
     hp_expect 0 prepare --mode vm-passthrough --dry-run $HP_IDS --devices $EDU_A,$EDU_C
     grep -q "$HDA_C" $T/hp.out || die "dry run does not list the companion $HDA_C"
@@ -386,4 +401,24 @@ hp_t_force_holder() {
     expect_no_journal
     expect_boot_state
     [ -z "$why" ] || die "$why"
+}
+
+# --- booted with intel_iommu=off (guest/noiommu.sh) --------------------------------------------
+hp_t_noiommu_preflight() {
+    [ -z "$(ls /sys/kernel/iommu_groups)" ] || die "IOMMU groups exist although intel_iommu=off"
+    hp preflight --mode vm-passthrough $HP_IDS --devices $EDU_A --color never
+    [ "$HP_RC" = 1 ] || die "exit $HP_RC, expected 1"
+    grep -qE "^FAIL +IOMMU enabled by the kernel" $T/hp.out || die "'IOMMU enabled by the kernel' did not FAIL"
+    grep -qE "^PASS +IOMMU in firmware" $T/hp.out || die "the DMAR table is there: 'IOMMU in firmware' should PASS"
+    grep -qE "^PASS +IOMMU kernel argument" $T/hp.out && \
+        note "'IOMMU kernel argument' PASSes with intel_iommu=off on the command line: $(grep -E '^PASS +IOMMU kernel argument' $T/hp.out)"
+    true
+}
+
+hp_t_noiommu_prepare() {
+    # vfio-pci cannot take a device without an IOMMU group: prepare must fail and roll back.
+    hp prepare --mode vm-passthrough $HP_IDS --devices $EDU_A
+    [ "$HP_RC" = 1 ] || [ "$HP_RC" = 3 ] || die "exit $HP_RC, expected 1 (failed, rolled back) or 3 (refused)"
+    expect_boot_state "after prepare without an IOMMU"
+    expect_no_journal
 }

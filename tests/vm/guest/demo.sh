@@ -26,7 +26,7 @@ devices
 
 if has_cmd preflight; then
     banner "hostprep preflight"
-    show hostprep preflight
+    show hostprep preflight --mode vm-passthrough $IDS --devices $GPUS
 else
     banner "hostprep preflight: not in this build, skipped"
 fi
@@ -41,8 +41,8 @@ for b in $EDU_A $EDU_B $EDU_C; do vfio-group-status --attach $(grp $b); done
 
 if has_cmd status; then
     banner "hostprep status"
-    show hostprep status
-    show hostprep --output json status
+    show hostprep status $IDS --devices $GPUS
+    show hostprep --output json status $IDS
 else
     banner "hostprep status: not in this build, skipped"
 fi
@@ -62,6 +62,6 @@ banner "back: hostprep prepare --mode vm-passthrough, then --mode container"
 show hostprep prepare --mode vm-passthrough $IDS --devices $GPUS
 show hostprep prepare --mode container $IDS --devices $GPUS
 devices
-if has_cmd status; then show hostprep status; fi
+if has_cmd status; then show hostprep status $IDS --devices $GPUS; fi
 echo
 echo "demo: done"

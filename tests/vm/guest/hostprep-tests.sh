@@ -1,6 +1,7 @@
 # hostprep on the real kernel (sourced by tests.sh when /usr/bin/hostprep exists).
 # The stand-in plays nvidia: --gpu-ids 1234:11e8 --host-driver standin, holders /dev/standin*.
 run_test hostprep.runs hp_t_runs
+run_test hostprep.preflight_iommu_checks_pass hp_t_preflight
 run_test hostprep.dry_run_changes_nothing hp_t_dry_run
 run_test hostprep.passthrough_round_trip hp_t_round_trip 90
 run_test hostprep.idempotent hp_t_idempotent 90
