@@ -243,6 +243,18 @@ hp_t_round_trip() {
     expect_no_journal
 }
 
+hp_t_status() {
+    local d=$EDU_A,$EDU_B
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $d
+    hp_expect 0 --output json status $HP_IDS --devices $d
+    grep -q '"actualMode": "vm-passthrough"' $T/hp.out || die "status: actualMode is not vm-passthrough"
+    grep -q '"converged": true' $T/hp.out || die "status: not converged after prepare"
+    hp_expect 0 prepare --mode container $HP_IDS --devices $d
+    hp_expect 0 --output json status $HP_IDS --devices $d
+    grep -q '"actualMode": "container"' $T/hp.out || die "status: actualMode is not container"
+    expect_boot_state
+}
+
 hp_t_idempotent() {
     hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A
     pci_state > $T/s1; d1=$(dmesg | wc -l)
