@@ -42,6 +42,32 @@ json planJson(const Plan& plan, bool dryRun) {
                           {"arg", st.arg},
                           {"group", st.group ? json(*st.group) : json(nullptr)},
                           {"description", st.describe()}});
+    if (!st.uuid.empty()) j["steps"].back()["uuid"] = st.uuid;
+  }
+  if (plan.mode == Mode::kVmVgpu || !plan.vgpuRemovals.empty() || !plan.sriov.empty()) {
+    json v{{"devices", json::array()}, {"removals", json::array()}, {"sriov", json::array()}};
+    for (const auto& pv : plan.vgpus) {
+      v["devices"].push_back({{"gpu", pv.gpu.str()},
+                              {"parent", pv.parent.str()},
+                              {"type", pv.type},
+                              {"type_name", pv.typeName},
+                              {"uuid", pv.uuid.empty() ? json(nullptr) : json(pv.uuid)},
+                              {"interface", pv.iface ? json(std::string(toString(*pv.iface))) : json("auto")},
+                              {"exists", pv.exists}});
+    }
+    for (const auto& d : plan.vgpuRemovals) {
+      v["removals"].push_back({{"parent", d.parent.str()},
+                               {"interface", std::string(toString(d.iface))},
+                               {"uuid", d.uuid.empty() ? json(nullptr) : json(d.uuid)},
+                               {"type", d.typeId},
+                               {"type_name", d.typeName}});
+    }
+    for (const auto& sc : plan.sriov) {
+      v["sriov"].push_back({{"pf", sc.pf.str()}, {"from", sc.from}, {"to", sc.to}});
+    }
+    v["advertised"] = json::object();
+    for (const auto& [name, n] : expectedAdvertised(plan)) v["advertised"][name] = n;
+    j["vgpu"] = v;
   }
   return j;
 }
@@ -54,6 +80,14 @@ void printPlan(Context& ctx, const Snapshot& s, const Plan& plan) {
             << mv.from.driver.value_or("no driver") << " -> "
             << (mv.toDriver.empty() ? "its own driver" : mv.toDriver)
             << (mv.changes ? "" : " (already there)") << "\n";
+  }
+  for (const auto& pv : plan.vgpus) {
+    ctx.out << "  vGPU " << pv.typeName << " on " << pv.parent.str() << " (GPU " << pv.gpu.str()
+            << (pv.iface ? ", " + std::string(toString(*pv.iface)) : std::string()) << ")"
+            << (pv.exists ? " (already there)" : "") << "\n";
+  }
+  for (const auto& [name, n] : expectedAdvertised(plan)) {
+    ctx.out << "  advertises " << name << ": " << n << "\n";
   }
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     ctx.out << "  " << (i + 1) << ". " << plan.steps[i].describe() << "\n";
@@ -111,6 +145,8 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
   co.lockTimeout = opt->lockTimeout;
   co.unbindTimeout = opt->unbindTimeout;
   co.holderNodes = opt->holderNodes;
+  co.vgpuConfigFile = opt->vgpuConfigFile;
+  co.vgpuConfigName = opt->vgpuConfigName;
   co.onDevice = [&](const DeviceMove& mv, const Status& s) {
     if (ctx.json()) return;
     ctx.out << mv.bdf.str() << " " << toString(mv.role) << ": " << mv.from.driver.value_or("no driver")

@@ -15,5 +15,6 @@ std::optional<Mode> configuredPreflightMode(const Context& ctx);
 int cmdStatus(Context& ctx, const std::vector<std::string>& args);
 int cmdAgent(Context& ctx, const std::vector<std::string>& args);
 int cmdPersist(Context& ctx, const std::vector<std::string>& args);
+int cmdCheckNode(Context& ctx, const std::vector<std::string>& args);
 
 }  // namespace hostprep

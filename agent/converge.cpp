@@ -2,10 +2,43 @@
 
 #include <spdlog/spdlog.h>
 
+#include <fstream>
+
 #include "drivers/status.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {
+
+Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::string& file,
+                                                                   const std::string& name) {
+  using Out = std::optional<std::vector<VgpuConfigEntry>>;
+  if (file.empty()) {
+    if (name != "default") {
+      return usageError("--vgpu-config-name: '" + name +
+                            "' needs --vgpu-config; the embedded defaults only have 'default'",
+                        "pass --vgpu-config FILE");
+    }
+    return Out{};
+  }
+  std::ifstream f(file, std::ios::binary);
+  if (!f) {
+    return Error{"--vgpu-config: cannot read " + file, errno, "check the path",
+                 Exit::kUsage};
+  }
+  std::string text(1u << 20, '\0');
+  f.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(f.gcount()));
+  if (text.size() == (1u << 20)) return usageError("--vgpu-config: " + file + " is over 1 MiB");
+  auto cfg = parseVgpuConfig(text, file);
+  if (!cfg) return cfg.error();
+  const auto* entries = cfg->find(name);
+  if (!entries) {
+    return usageError("--vgpu-config-name: '" + name + "' is not a config in " +
+                          file + " (it has: " + join(cfg->names(), ", ") + ")",
+                      "pass one of those names");
+  }
+  return Out{*entries};
+}
 
 Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   Convergence c;
@@ -57,7 +90,8 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
     return failed(sysError("no " + what + " found on this host", ENODEV,
                            "check 'lspci -nn'; for other devices pass --gpu-ids VVVV:DDDD"));
   }
-  if (opt.mode != Mode::kContainer && !sel->problems.empty() && !opt.force) {
+  // Only vm-passthrough hands whole groups to vfio; vm-vgpu keeps the GPU on its host driver.
+  if (opt.mode == Mode::kVmPassthrough && !sel->problems.empty() && !opt.force) {
     std::vector<std::string> lines;
     for (const auto& p : sel->problems) lines.push_back(p.describe(*snap));
     return failed(refusal("refusing to give these IOMMU groups to vfio: " + join(lines, "; "),
@@ -65,10 +99,19 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
                           "another slot, or pass --force if you really mean it"));
   }
 
-  // 5. Plan.
+  // 5. Plan (vm-vgpu: against the vGPU config and the live vGPU view; other modes tear vGPU
+  //    devices and VFs down first).
   PlanInputs in{opt.mode, opt.selection.hostDriver,
                 host.read(hostPath("lib/modules", snap->kernelRelease, "modules.alias"), 64u << 20)
                     .value_or("")};
+  in.vgpuHost = readVgpuHost(host, *snap);
+  in.vgpuConfigName = opt.vgpuConfigName;
+  if (opt.mode == Mode::kVmVgpu) {
+    auto cfg = loadVgpuConfig(opt.vgpuConfigFile, opt.vgpuConfigName);
+    if (!cfg) return failed(cfg.error());
+    in.vgpuConfig = std::move(*cfg);
+    in.vgpuVfioAvailable = k.modules.available("nvidia_vgpu_vfio");
+  }
   auto plan = makePlan(*snap, *sel, in);
   if (!plan) return failed(plan.error());
   c.plan = *plan;
@@ -84,8 +127,8 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
     std::vector<std::string> who;
     for (const auto& h : holders) who.push_back(h.describe());
     return failed(refusal("devices are in use: " + join(who, "; "),
-                          "stop those processes (e.g. systemctl stop nvidia-persistenced), "
-                          "or pass --force"));
+                          "stop those processes (e.g. systemctl stop nvidia-persistenced, or "
+                          "the VMs using the vGPU devices), or pass --force"));
   }
 
   // 7. Apply.

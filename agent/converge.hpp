@@ -12,6 +12,7 @@
 #include "drivers/mode.hpp"
 #include "drivers/selection.hpp"
 #include "drivers/snapshot.hpp"
+#include "drivers/vgpu_config.hpp"
 
 namespace hostprep {
 
@@ -23,6 +24,10 @@ struct ConvergeOptions {
   std::chrono::milliseconds lockTimeout{30'000};
   std::chrono::milliseconds unbindTimeout{30'000};
   std::string holderNodes = "/dev/nvidia*";
+  // vm-vgpu: a vgpu-device-manager config file (on this machine) and the config in it; no file
+  // means the embedded defaults (the half-card profile x2 per GPU).
+  std::string vgpuConfigFile;
+  std::string vgpuConfigName = "default";
   // Called once per device as it moves (not in dry runs).
   std::function<void(const DeviceMove&, const Status&)> onDevice;
   // Test hook, see ApplyOptions::afterStep.
@@ -39,6 +44,11 @@ struct Convergence {
   double seconds = 0;
   Status status;  // ok, or the error that stopped the run (host left as it was)
 };
+
+// The vGPU config: the named config of FILE, or nullopt for the embedded defaults. Errors name
+// the file, the config and the fix (exit 2).
+Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::string& file,
+                                                                   const std::string& name);
 
 // Converges the host behind `k` to `opt.mode`. After a real run that succeeds, the mode is
 // recorded in run/hostprep/last-mode (the status document's desired mode when no config names

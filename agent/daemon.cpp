@@ -67,6 +67,9 @@ Status Agent::convergeNow() {
   co.lockTimeout = opt_.lockTimeout;
   co.unbindTimeout = opt_.unbindTimeout;
   co.holderNodes = config_.holderGlob();
+  // The vGPU config file is a host path (under --root).
+  if (!config_.vgpuConfigFile.empty()) co.vgpuConfigFile = k_.host.resolve(config_.vgpuConfigFile).string();
+  co.vgpuConfigName = config_.vgpuConfigName;
   co.onDevice = [](const DeviceMove& mv, const Status& s) {
     if (s) {
       spdlog::info("bdf={} step=move {} -> {}", mv.bdf.str(), mv.from.driver.value_or("none"),

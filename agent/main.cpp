@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"status", "what the node is: modes, devices, conditions, advertised resources", cmdStatus},
     {"agent", "converge, publish the status, and keep it current from kernel events", cmdAgent},
     {"persist", "keep passthrough GPUs away from the host driver from the first boot stage", cmdPersist},
+    {"check-node", "check node labels against advertised resources (cluster side)", cmdCheckNode},
 };
 
 size_t editDistance(std::string_view a, std::string_view b) {

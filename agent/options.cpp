@@ -1,6 +1,8 @@
 #include "agent/options.hpp"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <sstream>
 
 #include "drivers/parsers.hpp"
@@ -147,6 +149,10 @@ po::options_description prepareDescription() {
       ("lock-timeout", po::value<double>()->default_value(30), "seconds to wait for another run")
       ("unbind-timeout", po::value<double>()->default_value(30),
        "seconds a driver may take to let go of a device")
+      ("vgpu-config", po::value<std::string>(),
+       "vm-vgpu: vgpu-device-manager config FILE (default: embedded defaults per GPU model)")
+      ("vgpu-config-name", po::value<std::string>()->default_value("default"),
+       "vm-vgpu: the config in that file to apply (as the nvidia.com/vgpu.config label)")
       ("help,h", "show help");
   return d;
 }
@@ -211,6 +217,26 @@ Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args)
   auto ut = seconds(*vm, "unbind-timeout");
   if (!ut) return ut.error();
   o.unbindTimeout = *ut;
+  if (vm->count("vgpu-config")) {
+    o.vgpuConfigFile = (*vm)["vgpu-config"].as<std::string>();
+    if (o.vgpuConfigFile.empty()) return usageError("--vgpu-config: empty path", "name a YAML file");
+  }
+  o.vgpuConfigName = (*vm)["vgpu-config-name"].as<std::string>();
+  // A label value: at most 63 of [A-Za-z0-9._-], starting and ending alphanumeric.
+  const auto& n = o.vgpuConfigName;
+  bool okName = !n.empty() && n.size() <= 63 && std::isalnum(static_cast<unsigned char>(n.front())) &&
+                std::isalnum(static_cast<unsigned char>(n.back()));
+  for (char c : n) {
+    okName = okName && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
+  }
+  if (!okName) {
+    return usageError("--vgpu-config-name: '" + n + "' is not a config name",
+                      "use a label value: letters, digits, '-', '_', '.', at most 63");
+  }
+  if (o.mode != Mode::kVmVgpu && (vm->count("vgpu-config") || !(*vm)["vgpu-config-name"].defaulted())) {
+    return usageError("--vgpu-config and --vgpu-config-name need --mode vm-vgpu",
+                      "drop them, or use --mode vm-vgpu");
+  }
   return o;
 }
 
@@ -503,6 +529,91 @@ Result<PersistOptions> parsePersistOptions(const std::vector<std::string>& args)
   o.dryRun = vm->count("dry-run") != 0;
   if (auto s = readConfigFlag(*vm, o.configPath, o.configGiven); !s) return s.error();
   if (auto s = readSelectionFlags(*vm, o.selection); !s) return s.error();
+  return o;
+}
+
+}  // namespace hostprep
+
+// ---- check-node -------------------------------------------------------------------------------
+
+namespace hostprep {
+namespace {
+po::options_description checkNodeDescription() {
+  po::options_description d("check-node options");
+  d.add_options()
+      ("cluster-policy", po::value<std::string>(),
+       "the GPU Operator ClusterPolicy (kubectl get clusterpolicies -o json)")
+      ("kubevirt", po::value<std::string>(), "the KubeVirt CR (kubectl get kubevirt -A -o json)")
+      ("vms", po::value<std::vector<std::string>>()->multitoken()->composing(),
+       "VirtualMachine / VirtualMachineInstance / Pod manifests (YAML or JSON, multi-document)")
+      ("status", po::value<std::vector<std::string>>()->multitoken()->composing(),
+       "hostprep status documents of the nodes (hostprep status --output json)")
+      ("vgpu-config", po::value<std::string>(),
+       "the vgpu-device-manager config (or its ConfigMap); default: the built-in profile table")
+      ("operands", "print the table of operands per mode and exit")
+      ("help,h", "show help");
+  return d;
+}
+}  // namespace
+
+std::string checkNodeHelp() {
+  std::ostringstream s;
+  s << "usage: hostprep check-node FILE... [--cluster-policy FILE] [--kubevirt FILE]\n"
+       "                           [--vms FILE...] [--status FILE...] [--vgpu-config FILE]\n"
+       "       hostprep check-node --operands\n\n"
+       "Checks that each node's nvidia.com/gpu.workload.config label agrees with the resources it\n"
+       "advertises, the operator's deploy labels, vGPU counts, KubeVirt's permittedHostDevices and\n"
+       "what VMs and pods ask for. FILE is 'kubectl get nodes -o json' (or -o yaml, or one node);\n"
+       "'-' reads standard input. Exit 0 clean (warnings allowed), 1 an error finding, 2 unreadable\n"
+       "or malformed input.\n\n"
+    << checkNodeDescription();
+  return s.str();
+}
+
+Result<CheckNodeOptions> parseCheckNodeOptions(const std::vector<std::string>& args) {
+  auto desc = checkNodeDescription();
+  po::options_description all;
+  all.add(desc).add_options()("files", po::value<std::vector<std::string>>()->composing(), "");
+  po::positional_options_description pos;
+  pos.add("files", -1);
+  auto vm = parseWith(
+      [&] { return po::command_line_parser(args).options(all).positional(pos).run(); }, "check-node");
+  if (!vm) return vm.error();
+  CheckNodeOptions o;
+  if (vm->count("help")) {
+    o.help = true;
+    return o;
+  }
+  o.operands = vm->count("operands") != 0;
+  auto list = [&](const char* name) {
+    return vm->count(name) ? (*vm)[name].as<std::vector<std::string>>() : std::vector<std::string>{};
+  };
+  auto one = [&](const char* name) {
+    return vm->count(name) ? std::optional<std::string>((*vm)[name].as<std::string>()) : std::nullopt;
+  };
+  o.nodes = list("files");
+  o.vms = list("vms");
+  o.status = list("status");
+  o.clusterPolicy = one("cluster-policy");
+  o.kubevirt = one("kubevirt");
+  o.vgpuConfig = one("vgpu-config");
+  if (o.operands) return o;
+  if (o.nodes.empty()) {
+    return usageError("check-node: no node file given",
+                      "pass 'kubectl get nodes -o json > nodes.json' as FILE, or '-' for standard input");
+  }
+  int stdinUses = 0;
+  for (const auto* v : {&o.nodes, &o.vms, &o.status}) stdinUses += static_cast<int>(std::count(v->begin(), v->end(), "-"));
+  for (const auto* v : {&o.clusterPolicy, &o.kubevirt, &o.vgpuConfig}) stdinUses += *v == std::optional<std::string>("-");
+  if (stdinUses > 1) {
+    return usageError("check-node: '-' (standard input) is given " + std::to_string(stdinUses) + " times",
+                      "only one input can come from standard input; write the others to files");
+  }
+  for (const auto* v : {&o.nodes, &o.vms, &o.status}) {
+    for (const auto& f : *v) {
+      if (f.empty()) return usageError("check-node: an empty file name", "name a file, or '-' for standard input");
+    }
+  }
   return o;
 }
 

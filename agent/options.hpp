@@ -38,6 +38,10 @@ struct PrepareOptions {
   std::chrono::milliseconds unbindTimeout{30'000};
   std::string holderNodes;  // glob of device nodes whose holders block unbinding the host driver
   bool help = false;
+  // vm-vgpu: vgpu-device-manager's config file ("" = the embedded defaults per GPU model) and
+  // the config in it (the role of the nvidia.com/vgpu.config label).
+  std::string vgpuConfigFile;
+  std::string vgpuConfigName = "default";
 };
 Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args);
 std::string prepareHelp();
@@ -106,5 +110,18 @@ struct PersistOptions {
 };
 Result<PersistOptions> parsePersistOptions(const std::vector<std::string>& args);
 std::string persistHelp();
+// check-node: cluster documents in, findings out. "-" names standard input (at most once).
+struct CheckNodeOptions {
+  std::vector<std::string> nodes;  // Node / NodeList documents
+  std::optional<std::string> clusterPolicy;
+  std::optional<std::string> kubevirt;
+  std::vector<std::string> vms;
+  std::vector<std::string> status;
+  std::optional<std::string> vgpuConfig;
+  bool operands = false;  // print the table of operands per mode and stop
+  bool help = false;
+};
+Result<CheckNodeOptions> parseCheckNodeOptions(const std::vector<std::string>& args);
+std::string checkNodeHelp();
 
 }  // namespace hostprep

@@ -1,5 +1,9 @@
 #include "agent/status_writer.hpp"
 
+#include "checks/preflight.hpp"
+#include "drivers/bootconfig.hpp"
+#include "drivers/kmod.hpp"
+#include "drivers/platform.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {
@@ -18,6 +22,26 @@ Status ensureParent(Host& host, const std::string& path) {
 Status writeOne(Host& host, const std::string& path, const std::string& text) {
   if (auto s = ensureParent(host, path); !s) return s;
   return host.writeFileAtomic(path, text, 0644);
+}
+
+// The PreflightPassed condition: preflight's host checks for the desired mode, on the snapshot
+// already read.
+std::optional<PreflightOutcome> preflightFor(const Host& host, const Snapshot& s, Mode mode,
+                                             const SelectionOptions& sel) {
+  auto loader = makeKmodLoader(host, s.kernelRelease);
+  const PlatformFacts platform = readPlatform(host, s.kernelRelease, *loader, preflightModules(sel.hostDriver));
+  const BootConfig boot = readBootConfig(host);
+  auto r = preflightHost(HostFacts{&s, {}, platform, boot, s.cmdlineText}, {mode, sel});
+  if (!r) return std::nullopt;
+  std::vector<std::string> failed;
+  for (const auto& c : r->checks) {
+    if (c.status == CheckStatus::kFail) failed.push_back(c.id);
+  }
+  if (failed.empty()) {
+    return PreflightOutcome{true, "every " + std::string(toString(mode)) + " check passed (" +
+                                      std::to_string(r->summary().warn) + " warning(s))"};
+  }
+  return PreflightOutcome{false, "failed: " + join(failed, ", ") + "; run 'hostprep preflight'"};
 }
 
 }  // namespace
@@ -47,6 +71,7 @@ Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusReque
   in.pciIds = r.pciIds ? r.pciIds : readPciIds(host);
   if (auto prev = host.read(r.config.statusPath, 4u << 20)) in.previous = parseConditions(*prev);
   in.convergeError = r.convergeError;
+  if (in.desiredMode) in.preflight = preflightFor(host, o->snapshot, *in.desiredMode, in.selection);
   o->doc = buildStatus(o->snapshot, o->vgpu, in);
   return o;
 }

@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "drivers/snapshot.hpp"
+#include "drivers/text.hpp"
+#include "drivers/vgpu.hpp"
 
 namespace hostprep {
 namespace {
@@ -40,6 +42,138 @@ bool waitFor(const std::function<bool()>& cond, milliseconds limit) {
   return true;
 }
 
+// sriov-manage's get_nvidia_unbind_lock: write 1, read it back; 0 means a client holds the GPU.
+Status takeUnbindLock(Host& h, const Step& st) {
+  const std::string lock = unbindLockPath(*st.bdf);
+  if (!h.exists(lock)) return {};  // not the nvidia driver, or one without the lock
+  if (auto s = h.writeAttr(lock, "1"); !s) return stepError(st, s.error());
+  if (readTrimmed(h, lock) != "1") {
+    return stepError(st, sysError("the nvidia driver did not grant /" + lock, EBUSY),
+                     "a process uses the GPU (nvidia-smi, nvidia-persistenced, a VM); stop it and "
+                     "run again");
+  }
+  return {};
+}
+
+int countVirtfns(const Host& h, const Bdf& pf) {
+  auto f = readPciFunction(h, pf);
+  return f ? static_cast<int>(f->virtfns.size()) : 0;
+}
+
+Status setNumVfs(Host& h, const Step& st, const ApplyOptions& opt) {
+  const std::string attr = hostPath(pciDevicePath(*st.bdf), "sriov_numvfs");
+  auto want = parseUnsigned(st.arg);
+  if (!want) return stepError(st, sysError("bad VF count '" + st.arg + "'", EINVAL));
+  if (auto s = h.writeAttr(attr, st.arg, opt.unbindTimeout); !s) {
+    const int e = s.error().err;
+    std::string advice = e == ERANGE   ? "the count is above sriov_totalvfs"
+                         : e == ENOENT ? "no driver is bound to the PF, or its driver cannot "
+                                         "configure SR-IOV; see dmesg"
+                         : e == EBUSY  ? "VFs are enabled already: write 0 first"
+                                       : "see dmesg";
+    return stepError(st, s.error(), advice);
+  }
+  const int n = static_cast<int>(*want);
+  if (!waitFor([&] { return readTrimmed(h, attr) == st.arg && countVirtfns(h, *st.bdf) == n; },
+               milliseconds(5000))) {
+    return stepError(st, sysError("sriov_numvfs reads " + readTrimmed(h, attr).value_or("nothing") +
+                                      " with " + std::to_string(countVirtfns(h, *st.bdf)) + " VF(s)",
+                                  EIO),
+                     "see dmesg");
+  }
+  return {};
+}
+
+std::vector<MdevType> liveMdevTypes(const Host& h, const Bdf& parent) {
+  std::vector<MdevType> out;
+  for (const auto& id : h.list(hostPath(pciDevicePath(parent), "mdev_supported_types")).value_or(std::vector<std::string>{})) {
+    const std::string dir = mdevTypePath(parent, id);
+    auto avail = parseUnsigned(readTrimmed(h, hostPath(dir, "available_instances")).value_or(""));
+    out.push_back({id, readTrimmed(h, hostPath(dir, "name")).value_or(id),
+                   avail && *avail < 1'000'000 ? static_cast<int>(*avail) : 0});
+  }
+  return out;
+}
+
+Status createVgpu(Host& h, const Step& st) {
+  const Bdf& parent = *st.bdf;
+  const std::string mdevDir = hostPath(pciDevicePath(parent), "mdev_supported_types");
+  const std::string creatable = perVfPath(parent, "creatable_vgpu_types");
+  // A VF's vGPU types appear once the host driver has taken it; give it a moment.
+  if (!waitFor([&] { return h.exists(mdevDir) || h.exists(creatable); }, milliseconds(5000))) {
+    return stepError(st, sysError("offers no vGPU types (no mdev_supported_types, no nvidia/creatable_vgpu_types)", ENOENT),
+                     "is it bound to the vGPU manager's host driver with nvidia_vgpu_vfio loaded? see dmesg");
+  }
+  if (h.exists(mdevDir)) {
+    if (!isValidUuid(st.uuid)) return stepError(st, sysError("bad mdev UUID '" + st.uuid + "'", EINVAL));
+    auto types = liveMdevTypes(h, parent);
+    auto m = matchVgpuTypes(types, st.arg);
+    if (m.size() != 1) {
+      return stepError(st, sysError(std::string(m.empty() ? "does not offer" : "matches more than one") +
+                                        " vGPU type " + st.arg + " (it offers: " + describeVgpuTypes(types) + ")",
+                                    m.empty() ? ENOENT : EINVAL));
+    }
+    const MdevType& t = types[m[0]];
+    const std::string dev = hostPath(kMdevDevices, st.uuid);
+    if (h.exists(dev)) {
+      if (readLinkName(h, hostPath(dev, "mdev_type")) == t.id) return {};
+      return stepError(st, sysError("mdev " + st.uuid + " exists with another type", EEXIST),
+                       "remove it: echo 1 > /sys/bus/mdev/devices/" + st.uuid + "/remove");
+    }
+    if (t.available <= 0) {
+      return stepError(st, sysError("no instance of " + t.name + " left (available_instances is 0)", EUSERS),
+                       "another vGPU type or VM holds the GPU; see 'hostprep status'");
+    }
+    if (auto s = h.writeAttr(hostPath(mdevTypePath(parent, t.id), "create"), st.uuid); !s) {
+      return stepError(st, s.error(), "see dmesg for the vGPU manager's message");
+    }
+    if (!waitFor([&] { return h.exists(dev); }, milliseconds(2000))) {
+      return stepError(st, sysError("/" + dev + " did not appear", ENODEV), "see dmesg");
+    }
+    return {};
+  }
+  const std::string current = perVfPath(parent, "current_vgpu_type");
+  auto offered = parseCreatableVgpuTypes(h.read(creatable).value_or(""));
+  auto c = matchVgpuTypes(offered, st.arg);
+  if (c.size() != 1) {
+    return stepError(st, sysError(std::string(c.empty() ? "cannot create" : "matches more than one") +
+                                      " vGPU type " + st.arg + " (creatable: " + describeVgpuTypes(offered) + ")",
+                                  c.empty() ? ENOENT : EINVAL),
+                     "another vGPU type or VM holds the GPU; see 'hostprep status'");
+  }
+  const std::string id = offered[c[0]].id;
+  const std::string now = readTrimmed(h, current).value_or("0");
+  if (now == id) return {};
+  if (now != "0") return stepError(st, sysError("current_vgpu_type is " + now, EBUSY), "write 0 to it first");
+  if (auto s = h.writeAttr(current, id); !s) return stepError(st, s.error(), "see dmesg");
+  if (readTrimmed(h, current) != id) {
+    return stepError(st, sysError("current_vgpu_type reads " + readTrimmed(h, current).value_or("nothing"), EIO));
+  }
+  return {};
+}
+
+Status removeVgpu(Host& h, const Step& st) {
+  if (!st.uuid.empty()) {
+    if (!isValidUuid(st.uuid)) return stepError(st, sysError("bad mdev UUID '" + st.uuid + "'", EINVAL));
+    const std::string dev = hostPath(kMdevDevices, st.uuid);
+    if (!h.exists(dev)) return {};
+    if (auto s = h.writeAttr(hostPath(dev, "remove"), "1"); !s) {
+      return stepError(st, s.error(), "a VM may still use it: stop the VM (see /dev/vfio holders)");
+    }
+    if (!waitFor([&] { return !h.exists(dev); }, milliseconds(2000))) {
+      return stepError(st, sysError("it is still there", EBUSY));
+    }
+    return {};
+  }
+  const std::string current = perVfPath(*st.bdf, "current_vgpu_type");
+  if (readTrimmed(h, current).value_or("0") == "0") return {};
+  if (auto s = h.writeAttr(current, "0"); !s) {
+    return stepError(st, s.error(), "a VM may still use the VF: stop the VM");
+  }
+  if (readTrimmed(h, current) != "0") return stepError(st, sysError("current_vgpu_type is not 0", EBUSY));
+  return {};
+}
+
 Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
   Host& h = k.host;
   const std::string dev = st.bdf ? pciDevicePath(*st.bdf) : std::string();
@@ -62,16 +196,19 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
     }
     case StepKind::kUnbind: {
       auto s = h.writeAttr(hostPath(pciDriverPath(st.arg), "unbind"), bdf, opt.unbindTimeout);
-      auto now = readState(h, *st.bdf).driver;
+      if (!s && s.error().err == ETIMEDOUT) {
+        // The unbind is still pending in the kernel and holds the device lock: reading this
+        // device's driver_override now would block us too. Report without touching it.
+        return stepError(st, s.error(),
+                         "the driver's remove() is blocked, usually because a process holds the "
+                         "device; find it with 'fuser -v " + join(opt.holderNodes, " ") +
+                             "', stop it, and run again");
+      }
+      auto now = readLinkName(h, hostPath(dev, "driver"));
       if (!s) {
         // ENODEV: it was no longer bound to that driver, which is what we wanted.
         if (s.error().err == ENODEV && now != st.arg) return {};
-        std::string advice = s.error().err == ETIMEDOUT
-                                 ? "the driver's remove() is blocked, usually because a process "
-                                   "holds the device; find it with 'fuser -v /dev/nvidia*', stop "
-                                   "it, and run again"
-                                 : "see dmesg";
-        return stepError(st, s.error(), advice);
+        return stepError(st, s.error(), "see dmesg");
       }
       if (now && *now == st.arg) return stepError(st, sysError("still bound after unbind", EBUSY));
       return {};
@@ -99,16 +236,142 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
       }
       return {};
     }
+    case StepKind::kUnbindLock: return takeUnbindLock(h, st);
+    case StepKind::kSetNumVfs: return setNumVfs(h, st, opt);
+    case StepKind::kCreateVgpu: return createVgpu(h, st);
+    case StepKind::kRemoveVgpu: return removeVgpu(h, st);
   }
   return {};
 }
 
-// Roll back every device touched so far, last first. Returns the first restore error, if any.
-Status rollBack(Kernel& k, const std::vector<JournalDevice>& devices, const ApplyOptions& opt) {
+// The PF and its VFs as they are now.
+std::vector<Bdf> liveParents(const Host& h, const std::vector<Bdf>& gpus) {
+  std::vector<Bdf> out;
+  for (const auto& g : gpus) {
+    out.push_back(g);
+    if (auto f = readPciFunction(h, g)) out.insert(out.end(), f->virtfns.begin(), f->virtfns.end());
+  }
+  return out;
+}
+
+bool sameVgpu(const VgpuDevice& a, const VgpuDevice& b) {
+  return a.iface == b.iface && a.parent == b.parent && a.uuid == b.uuid && a.typeId == b.typeId;
+}
+
+// Removes every vGPU device on the journal's GPUs that was not there before the run.
+Status removeNewVgpus(Kernel& k, const Journal& jr) {
   Status first;
-  for (auto it = devices.rbegin(); it != devices.rend(); ++it) {
-    auto s = restoreDevice(k, it->bdf, it->original, opt);
+  for (const auto& d : readVgpuDevices(k.host, liveParents(k.host, jr.vgpuGpus))) {
+    bool original = false;
+    for (const auto& o : jr.vgpus) original = original || sameVgpu(o, d);
+    if (original) continue;
+    Status s = d.iface == VgpuInterface::kMdev
+                   ? k.host.writeAttr(hostPath(kMdevDevices, d.uuid, "remove"), "1")
+                   : k.host.writeAttr(perVfPath(d.parent, "current_vgpu_type"), "0");
+    if (!s && first.ok()) {
+      first = sysError(d.parent.str() + ": cannot remove vGPU " + (d.uuid.empty() ? d.typeId : d.uuid) +
+                           ": " + s.error().message,
+                       s.error().err, "stop the VM using it, then run again");
+    }
+  }
+  return first;
+}
+
+// Creates again every vGPU device the run removed (same UUID, same type).
+Status recreateVgpus(Kernel& k, const Journal& jr) {
+  Status first;
+  auto live = readVgpuDevices(k.host, liveParents(k.host, jr.vgpuGpus));
+  for (const auto& o : jr.vgpus) {
+    bool there = false;
+    for (const auto& d : live) there = there || sameVgpu(o, d);
+    if (there) continue;
+    Status s = o.iface == VgpuInterface::kMdev
+                   ? k.host.writeAttr(hostPath(mdevTypePath(o.parent, o.typeId), "create"), o.uuid)
+                   : k.host.writeAttr(perVfPath(o.parent, "current_vgpu_type"), o.typeId);
+    if (!s && first.ok()) {
+      first = sysError(o.parent.str() + ": cannot create vGPU " + (o.uuid.empty() ? o.typeId : o.uuid) +
+                           " again: " + s.error().message,
+                       s.error().err, "create it by hand, or run 'hostprep prepare --mode vm-vgpu'");
+    }
+  }
+  return first;
+}
+
+// Puts sriov_numvfs back. Writes directly where the PF's driver can configure SR-IOV; otherwise
+// (ENOENT: nvidia) parks the PF on pci-pf-stub for the write, as sriov-manage does, and returns
+// it to the driver and override it had.
+Status restoreNumVfs(Kernel& k, const Bdf& pf, int want, const ApplyOptions& opt) {
+  Host& h = k.host;
+  const std::string attr = hostPath(pciDevicePath(pf), "sriov_numvfs");
+  auto now = [&] { return parseUnsigned(readTrimmed(h, attr).value_or("")).value_or(0); };
+  auto write = [&]() -> Status {
+    if (now() == static_cast<uint64_t>(want)) return {};
+    if (now() != 0 && want != 0) {
+      if (auto s = h.writeAttr(attr, "0", opt.unbindTimeout); !s) return s;
+    }
+    return h.writeAttr(attr, std::to_string(want), opt.unbindTimeout);
+  };
+  auto fail = [&](const Error& e) {
+    return sysError(pf.str() + ": cannot put sriov_numvfs back to " + std::to_string(want) + ": " + e.message,
+                    e.err, "echo " + std::to_string(want) + " > /sys/bus/pci/devices/" + pf.str() + "/sriov_numvfs");
+  };
+  if (!h.exists(attr) || now() == static_cast<uint64_t>(want)) return {};
+  auto s = write();
+  if (s) return {};
+  if (s.error().err != ENOENT) return fail(s.error());
+  const DeviceState before = readState(h, pf);
+  if (h.exists(unbindLockPath(pf))) (void)h.writeAttr(unbindLockPath(pf), "1");
+  if (auto r = restoreDevice(k, pf, {std::string("pci-pf-stub"), std::string("pci-pf-stub")}, opt); !r) {
+    (void)restoreDevice(k, pf, before, opt);
+    return fail(r.error());
+  }
+  s = write();
+  auto back = restoreDevice(k, pf, before, opt);
+  if (!s) return fail(s.error());
+  if (!back) return back;
+  return {};
+}
+
+// A device whose unbind never returned: the kernel still runs the driver's remove() and holds the
+// device lock, so anything that takes it (driver_override, bind) would block us as well. While the
+// `driver` link (read without the lock) still names that driver, leave the device alone.
+std::optional<Error> stillUnbinding(const Host& h, const JournalDevice& d) {
+  if (!d.pendingUnbind) return std::nullopt;
+  if (readLinkName(h, hostPath(pciDevicePath(d.bdf), "driver")) != d.pendingUnbind) return std::nullopt;
+  return sysError(d.bdf.str() + ": left as it is: its unbind from " + *d.pendingUnbind +
+                      " is still pending (the driver's remove() is blocked)",
+                  EBUSY, "stop the process holding the device; the next run restores it");
+}
+
+// Rolls back everything the journal covers, in the order that keeps each write legal: new vGPU
+// devices go; VFs the run enabled go (vfio refuses a PF with VFs); drivers go back; VFs the run
+// disabled come back; then the vGPU devices it removed. Returns the first error, if any.
+Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& devices,
+                const ApplyOptions& opt) {
+  Status first;
+  auto keep = [&](Status s) {
     if (!s && first.ok()) first = s;
+  };
+  if (!jr.vgpuGpus.empty()) keep(removeNewVgpus(k, jr));
+  for (const auto& sv : jr.sriov) {
+    if (sv.numvfs == 0) keep(restoreNumVfs(k, sv.pf, 0, opt));
+  }
+  for (auto it = devices.rbegin(); it != devices.rend(); ++it) {
+    if (auto pending = stillUnbinding(k.host, *it)) {
+      keep(*pending);
+    } else {
+      keep(restoreDevice(k, it->bdf, it->original, opt));
+    }
+  }
+  for (const auto& sv : jr.sriov) {
+    if (sv.numvfs != 0) keep(restoreNumVfs(k, sv.pf, sv.numvfs, opt));
+  }
+  if (!jr.vgpus.empty()) keep(recreateVgpus(k, jr));
+  // An unbindLock the run took and never got to use (the PF stayed on nvidia) is given back.
+  for (const auto& sv : jr.sriov) {
+    if (readTrimmed(k.host, unbindLockPath(sv.pf)) == "1") {
+      keep(k.host.writeAttr(unbindLockPath(sv.pf), "0"));
+    }
   }
   return first;
 }
@@ -118,6 +381,10 @@ Status rollBack(Kernel& k, const std::vector<JournalDevice>& devices, const Appl
 std::vector<Holder> planHolders(const Host& host, const Plan& plan, const ApplyOptions& opt) {
   std::vector<std::string> globs;
   for (const auto& st : plan.steps) {
+    if (st.kind == StepKind::kRemoveVgpu && st.group) {
+      globs.push_back("/dev/vfio/" + std::to_string(*st.group));  // a VM uses this vGPU
+      continue;
+    }
     if (st.kind != StepKind::kUnbind) continue;
     if (st.arg == opt.hostDriver) {
       globs.insert(globs.end(), opt.holderNodes.begin(), opt.holderNodes.end());
@@ -194,16 +461,33 @@ std::vector<std::vector<size_t>> deviceLanes(const Plan& plan) {
   return out;
 }
 
+// Only driver moves may run in lanes; SR-IOV and vGPU steps depend on each other across devices.
+bool laneable(const Plan& plan) {
+  if (!plan.sriov.empty() || !plan.vgpuGpus.empty()) return false;
+  for (const auto& st : plan.steps) {
+    switch (st.kind) {
+      case StepKind::kUnbindLock:
+      case StepKind::kSetNumVfs:
+      case StepKind::kCreateVgpu:
+      case StepKind::kRemoveVgpu: return false;
+      default: break;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& opt) {
   ApplyResult res;
   if (plan.noop()) return res;
 
-  Journal jr{plan.mode, static_cast<int>(::getpid()), {}, plan.steps, 0};
+  Journal jr{plan.mode, static_cast<int>(::getpid()), {}, plan.steps, 0, {}, plan.vgpuGpus, {}};
   for (const auto& mv : plan.moves) {
-    if (mv.changes) jr.devices.push_back({mv.bdf, mv.from});
+    if (mv.changes) jr.devices.push_back({mv.bdf, mv.from, std::nullopt});
   }
+  for (const auto& sc : plan.sriov) jr.sriov.push_back({sc.pf, sc.from});
+  if (!jr.vgpuGpus.empty()) jr.vgpus = readVgpuDevices(k.host, liveParents(k.host, jr.vgpuGpus));
 
   // Shared by the lanes, under one mutex: the journal, the touched set, the first error.
   std::mutex mu;
@@ -241,6 +525,12 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
       if (const auto* mv = moveOf(*st.bdf)) opt.onDevice(*mv, s);
     }
     if (!s) {
+      if (st.kind == StepKind::kUnbind && s.error().err == ETIMEDOUT) {
+        for (auto& d : jr.devices) {
+          if (d.bdf == *st.bdf) d.pendingUnbind = st.arg;
+        }
+        (void)writeJournal(k.host, jr);
+      }
       if (!failure) failure = s.error();
       stop = true;
       return false;
@@ -254,27 +544,29 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
     return true;
   };
 
-  // 1. Global steps (module loads) first, 2. device lanes in parallel, 3. group checks last.
-  for (size_t i = 0; i < plan.steps.size() && !stop; ++i) {
-    if (!plan.steps[i].bdf && plan.steps[i].kind != StepKind::kVerifyVfioGroup) runOne(i);
-  }
-  if (!stop) {
+  if (!opt.parallel || !laneable(plan)) {
+    // Plan order, one step at a time: vGPU plans depend on it across devices (VFs appear when
+    // their PF's sriov_numvfs is written, vGPU devices when their VF is bound).
+    for (size_t i = 0; i < plan.steps.size() && !stop; ++i) runOne(i);
+  } else {
+    // 1. Global steps (module loads) first, 2. device lanes in parallel, 3. group checks last.
+    for (size_t i = 0; i < plan.steps.size() && !stop; ++i) {
+      if (!plan.steps[i].bdf && plan.steps[i].kind != StepKind::kVerifyVfioGroup) runOne(i);
+    }
     auto lanes = deviceLanes(plan);
     auto runLane = [&](const std::vector<size_t>& lane) {
       for (size_t i : lane) {
         if (!runOne(i)) return;
       }
     };
-    if (opt.parallel && lanes.size() > 1) {
+    if (!stop) {
       std::vector<std::thread> threads;
       for (const auto& lane : lanes) threads.emplace_back(runLane, std::cref(lane));
       for (auto& t : threads) t.join();
-    } else {
-      for (const auto& lane : lanes) runLane(lane);
     }
-  }
-  for (size_t i = 0; i < plan.steps.size() && !stop; ++i) {
-    if (plan.steps[i].kind == StepKind::kVerifyVfioGroup) runOne(i);
+    for (size_t i = 0; i < plan.steps.size() && !stop; ++i) {
+      if (plan.steps[i].kind == StepKind::kVerifyVfioGroup) runOne(i);
+    }
   }
 
   if (failure) {
@@ -284,7 +576,9 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
     for (const auto& d : jr.devices) {
       if (touched.count(d.bdf)) devices.push_back(d);
     }
-    auto rb = rollBack(k, devices, opt);
+    jr.devices = devices;  // what a later run must still restore if this rollback cannot
+    (void)writeJournal(k.host, jr);
+    auto rb = rollBack(k, jr, devices, opt);
     res.rolledBack = true;
     if (rb) {
       (void)removeJournal(k.host);
@@ -306,7 +600,7 @@ Result<std::optional<size_t>> recoverJournal(Kernel& k, const ApplyOptions& opt)
   if (!jr) return jr.error();
   if (!*jr) return std::optional<size_t>{};
   const Journal& j = **jr;
-  if (auto s = rollBack(k, j.devices, opt); !s) {
+  if (auto s = rollBack(k, j, j.devices, opt); !s) {
     Error e = s.error();
     e.message = "resolving the journal of an interrupted run (pid " + std::to_string(j.pid) +
                 "): " + e.message;

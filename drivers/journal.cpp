@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <thread>
 
 namespace hostprep {
@@ -22,20 +23,35 @@ std::optional<std::string> getOptString(const json& j) {
 
 std::string toJson(const Journal& jr) {
   json j;
-  j["version"] = 1;
+  j["version"] = kJournalVersion;
   j["mode"] = std::string(toString(jr.mode));
   j["pid"] = jr.pid;
   j["next"] = jr.next;
   for (const auto& d : jr.devices) {
     j["devices"].push_back({{"bdf", d.bdf.str()},
                             {"driver", optString(d.original.driver)},
-                            {"driver_override", optString(d.original.driverOverride)}});
+                            {"driver_override", optString(d.original.driverOverride)},
+                            {"pending_unbind", optString(d.pendingUnbind)}});
   }
   for (const auto& s : jr.steps) {
     json st{{"kind", std::string(toString(s.kind))}, {"arg", s.arg}};
     st["bdf"] = s.bdf ? json(s.bdf->str()) : json(nullptr);
     st["group"] = s.group ? json(*s.group) : json(nullptr);
+    if (!s.uuid.empty()) st["uuid"] = s.uuid;
     j["steps"].push_back(st);
+  }
+  j["sriov"] = json::array();
+  for (const auto& s : jr.sriov) j["sriov"].push_back({{"pf", s.pf.str()}, {"numvfs", s.numvfs}});
+  j["vgpu_gpus"] = json::array();
+  for (const auto& b : jr.vgpuGpus) j["vgpu_gpus"].push_back(b.str());
+  j["vgpus"] = json::array();
+  for (const auto& v : jr.vgpus) {
+    j["vgpus"].push_back({{"interface", std::string(toString(v.iface))},
+                          {"parent", v.parent.str()},
+                          {"uuid", v.uuid},
+                          {"type", v.typeId},
+                          {"name", v.typeName},
+                          {"group", v.group ? json(*v.group) : json(nullptr)}});
   }
   return j.dump(1) + "\n";
 }
@@ -44,7 +60,8 @@ Result<Journal> parseJournal(std::string_view text) {
   Journal jr;
   try {
     auto j = json::parse(text);
-    if (j.at("version").get<int>() != 1) return sysError("journal: unknown version", EINVAL);
+    const int version = j.at("version").get<int>();
+    if (version < 1 || version > kJournalVersion) return sysError("journal: unknown version", EINVAL);
     auto mode = parseMode(j.at("mode").get<std::string>());
     if (!mode) return sysError("journal: unknown mode", EINVAL);
     jr.mode = *mode;
@@ -53,17 +70,46 @@ Result<Journal> parseJournal(std::string_view text) {
     for (const auto& d : j.value("devices", json::array())) {
       auto bdf = parseBdf(d.at("bdf").get<std::string>());
       if (!bdf) return sysError("journal: bad device address", EINVAL);
-      jr.devices.push_back({*bdf, {getOptString(d.at("driver")), getOptString(d.at("driver_override"))}});
+      jr.devices.push_back({*bdf,
+                            {getOptString(d.at("driver")), getOptString(d.at("driver_override"))},
+                            d.contains("pending_unbind") ? getOptString(d.at("pending_unbind"))
+                                                         : std::nullopt});
     }
     for (const auto& s : j.value("steps", json::array())) {
       auto kind = parseStepKind(s.at("kind").get<std::string>());
       if (!kind) return sysError("journal: unknown step kind", EINVAL);
-      Step st{*kind, std::nullopt, s.value("arg", ""), std::nullopt};
+      Step st{*kind, std::nullopt, s.value("arg", ""), std::nullopt, s.value("uuid", "")};
       if (!s.at("bdf").is_null()) st.bdf = parseBdf(s.at("bdf").get<std::string>());
       if (!s.at("group").is_null()) st.group = s.at("group").get<int>();
       jr.steps.push_back(st);
     }
+    auto bdfAt = [](const json& v) -> Bdf {
+      auto b = parseBdf(v.get<std::string>());
+      if (!b) throw std::invalid_argument("bad device address");
+      return *b;
+    };
+    for (const auto& s : j.value("sriov", json::array())) {
+      jr.sriov.push_back({bdfAt(s.at("pf")), s.at("numvfs").get<int>()});
+    }
+    for (const auto& b : j.value("vgpu_gpus", json::array())) jr.vgpuGpus.push_back(bdfAt(b));
+    for (const auto& v : j.value("vgpus", json::array())) {
+      VgpuDevice d;
+      d.iface = v.at("interface").get<std::string>() == "per-vf" ? VgpuInterface::kPerVf : VgpuInterface::kMdev;
+      d.parent = bdfAt(v.at("parent"));
+      d.uuid = v.value("uuid", "");
+      d.typeId = v.at("type").get<std::string>();
+      d.typeName = v.value("name", "");
+      if (!v.at("group").is_null()) d.group = v.at("group").get<int>();
+      // These become paths on rollback: only what sysfs itself could have named.
+      if ((d.iface == VgpuInterface::kMdev && !isValidUuid(d.uuid)) || d.typeId.empty() ||
+          d.typeId.find('/') != std::string::npos || d.typeId.find("..") != std::string::npos) {
+        throw std::invalid_argument("bad vGPU device");
+      }
+      jr.vgpus.push_back(std::move(d));
+    }
   } catch (const json::exception& e) {
+    return sysError(std::string("journal: ") + e.what(), EINVAL);
+  } catch (const std::invalid_argument& e) {
     return sysError(std::string("journal: ") + e.what(), EINVAL);
   }
   return jr;

@@ -21,7 +21,18 @@ inline constexpr std::string_view kLockPath = "run/hostprep/lock";
 struct JournalDevice {
   Bdf bdf;
   DeviceState original;
+  // Set when an unbind from this driver did not return in time: the kernel may still be in the
+  // driver's remove(), so the device must not be touched until it has let go.
+  std::optional<std::string> pendingUnbind;
 };
+
+struct JournalSriov {
+  Bdf pf;
+  int numvfs = 0;  // sriov_numvfs before the run
+};
+
+// Version 2 adds the vGPU state; version 1 journals (no vGPU keys) still parse.
+inline constexpr int kJournalVersion = 2;
 
 struct Journal {
   Mode mode = Mode::kContainer;
@@ -29,6 +40,9 @@ struct Journal {
   std::vector<JournalDevice> devices;  // every device the plan may touch, in plan order
   std::vector<Step> steps;
   size_t next = 0;  // the step about to run (or running when the process died)
+  std::vector<JournalSriov> sriov;     // PFs whose VF count the plan changes, with the original
+  std::vector<Bdf> vgpuGpus;           // GPUs whose vGPU devices (on the PF and its VFs) it covers
+  std::vector<VgpuDevice> vgpus;       // the vGPU devices on those before the run
 };
 
 std::string toJson(const Journal& j);

@@ -65,6 +65,8 @@ struct PciFunction {
   std::optional<int> sriovTotalVfs;
   std::optional<int> sriovNumVfs;
   std::optional<bool> sriovDriversAutoprobe;
+  std::optional<int> sriovOffset;  // First VF Offset and VF Stride: where the VFs will appear
+  std::optional<int> sriovStride;
   std::optional<bool> bootVga;
   std::optional<int> numaNode;
   std::string modalias;

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <set>
 
+#include "drivers/naming.hpp"
 #include "drivers/text.hpp"
+#include "drivers/vgpu_profiles.hpp"
 
 namespace hostprep {
 namespace {
@@ -12,6 +14,8 @@ constexpr std::pair<StepKind, std::string_view> kStepNames[] = {
     {StepKind::kLoadModule, "load-module"},  {StepKind::kSetOverride, "set-override"},
     {StepKind::kUnbind, "unbind"},           {StepKind::kProbe, "probe"},
     {StepKind::kVerifyDriver, "verify-driver"}, {StepKind::kVerifyVfioGroup, "verify-vfio-group"},
+    {StepKind::kUnbindLock, "acquire-unbind-lock"}, {StepKind::kSetNumVfs, "set-numvfs"},
+    {StepKind::kCreateVgpu, "create-vgpu"},  {StepKind::kRemoveVgpu, "remove-vgpu"},
 };
 
 struct Builder {
@@ -19,15 +23,18 @@ struct Builder {
   Plan plan;
   std::set<std::string> modulesToLoad;
   std::vector<Step> deviceSteps;
+  // vGPU phases, in the order they run: remove vGPU devices, disable or reset VFs (before any
+  // driver moves: vfio refuses a PF with VFs), [deviceSteps], enable VFs, bind VFs, create.
+  std::vector<Step> removeSteps, disableSteps, enableSteps, vfSteps, createSteps;
 
   void loadModule(const std::string& module, const std::string& driver) {
     if (s.moduleLoaded(module) || s.pciDrivers.count(driver)) return;
     if (modulesToLoad.insert(module).second) {
-      plan.steps.push_back({StepKind::kLoadModule, std::nullopt, module, std::nullopt});
+      plan.steps.push_back({StepKind::kLoadModule, std::nullopt, module, std::nullopt, {}});
     }
   }
   void step(StepKind k, const Bdf& b, std::string arg = {}) {
-    deviceSteps.push_back({k, b, std::move(arg), std::nullopt});
+    deviceSteps.push_back({k, b, std::move(arg), std::nullopt, {}});
   }
 };
 
@@ -59,6 +66,13 @@ std::string Step::describe() const {
       return who + (arg.empty() ? "verify it left vfio" : "verify it is bound to " + arg);
     case StepKind::kVerifyVfioGroup:
       return "verify /dev/vfio/" + std::to_string(group.value_or(-1)) + " exists";
+    case StepKind::kUnbindLock: return who + "acquire the nvidia unbindLock";
+    case StepKind::kSetNumVfs: return who + "set sriov_numvfs to " + arg;
+    case StepKind::kCreateVgpu:
+      return who + "create vGPU " + arg + (uuid.empty() ? "" : " (mdev " + uuid + ")");
+    case StepKind::kRemoveVgpu:
+      return who + (uuid.empty() ? "remove vGPU type " + arg + " (current_vgpu_type)"
+                                 : "remove vGPU " + uuid);
   }
   return who;
 }
@@ -73,8 +87,297 @@ bool isVfioDriver(std::string_view driver) {
   return driver == "vfio-pci" || driver.find("vfio") != std::string_view::npos;
 }
 
+namespace {
+
+using Requests = std::vector<std::pair<std::string, int>>;
+
+std::string familyOf(std::string_view type) { return std::string(type.substr(0, type.find('-'))); }
+
+DeviceMove* moveOf(Plan& p, const Bdf& b) {
+  for (auto& mv : p.moves) {
+    if (mv.bdf == b) return &mv;
+  }
+  return nullptr;
+}
+
+// The SR-IOV change of one PF. NVIDIA's host driver has no sriov_configure (the kernel answers
+// ENOENT), so, as sriov-manage does, the PF is parked on pci-pf-stub for the write: take the
+// unbindLock, unbind, bind pci-pf-stub, write (0 first between two non-zero counts: EBUSY
+// otherwise), then back to the driver it came from.
+void sriovSteps(Builder& b, std::vector<Step>& out, const PciFunction& pf, const std::string& driverNow,
+                const std::string& driverBack, const std::string& overrideBack, int from, int to) {
+  const bool park = pf.id.vendor == kNvidiaVendor;
+  auto add = [&](StepKind k, std::string arg = {}) { out.push_back({k, pf.bdf, std::move(arg), std::nullopt, {}}); };
+  if (park) {
+    b.loadModule("pci_pf_stub", "pci-pf-stub");
+    add(StepKind::kUnbindLock);
+    add(StepKind::kSetOverride, "pci-pf-stub");
+    if (!driverNow.empty()) add(StepKind::kUnbind, driverNow);
+    add(StepKind::kProbe);
+    add(StepKind::kVerifyDriver, "pci-pf-stub");
+  }
+  if (from != 0 && to != 0) add(StepKind::kSetNumVfs, "0");
+  add(StepKind::kSetNumVfs, std::to_string(to));
+  if (park) {
+    add(StepKind::kUnbind, "pci-pf-stub");
+    add(StepKind::kSetOverride, overrideBack);
+    add(StepKind::kProbe);
+    add(StepKind::kVerifyDriver, driverBack);
+  }
+  b.plan.sriov.push_back({pf.bdf, from, to});
+}
+
+void removeStep(Builder& b, const VgpuDevice& d) {
+  b.removeSteps.push_back({StepKind::kRemoveVgpu, d.parent,
+                           d.iface == VgpuInterface::kPerVf ? d.typeId : std::string(), d.group, d.uuid});
+  b.plan.vgpuRemovals.push_back(d);
+}
+
+// The VF addresses of a PF in index order: the live ones when enabled at `count`, else where the
+// kernel will put them (offset and stride).
+std::vector<Bdf> vfAddresses(const PciFunction& pf, int count) {
+  if (pf.sriovNumVfs == count && static_cast<int>(pf.virtfns.size()) == count) return pf.virtfns;
+  std::vector<Bdf> out;
+  for (int i = 0; i < count; ++i) {
+    if (auto a = vfAddress(pf.bdf, pf.sriovOffset.value_or(1), pf.sriovStride.value_or(1), i)) out.push_back(*a);
+  }
+  return out;
+}
+
+Requests requestsFor(const Snapshot& s, const PciFunction& f, int index, const PlanInputs& in,
+                     const VgpuParent* offered, Result<void>* err) {
+  Requests r;
+  auto add = [&](const std::string& t, int n) {
+    for (auto& [type, count] : r) {
+      if (type == t) return void(count += n);
+    }
+    if (n > 0) r.emplace_back(t, n);
+  };
+  if (in.vgpuConfig) {
+    for (const auto& e : *in.vgpuConfig) {
+      if (!e.matches(f.id, f.subsystem, index)) continue;
+      for (const auto& [t, n] : e.vgpuDevices) add(t, n);
+    }
+    return r;
+  }
+  auto defaults = vgpuProfiles().defaultsFor(f.id);
+  if (defaults.empty()) {
+    *err = usageError("GPU " + describeFunction(s, f.bdf) +
+                          ": no embedded default vGPU config for this model",
+                      "pass --vgpu-config FILE naming its vGPU types");
+    return r;
+  }
+  // Several models share an id (A2 / A16): take the default whose type the GPU offers.
+  const VgpuDefault* pick = &defaults.front();
+  if (offered) {
+    for (const auto& d : defaults) {
+      if (!matchVgpuTypes(offered->mdevTypes, d.type).empty() ||
+          !matchVgpuTypes(offered->creatable, d.type).empty()) {
+        pick = &d;
+        break;
+      }
+    }
+  }
+  add(pick->type, pick->count);
+  return r;
+}
+
+// Checks one request against what the kernel shows (a parent's types) or, where the parent does
+// not exist yet, against the profile table. Errors name the type, the GPU and the maximum.
+Status checkRequest(const Snapshot& s, const PciFunction& f, const PlanInputs& in,
+                    const std::string& type, int count, const VgpuParent* visible, int slots) {
+  const std::string who = "vgpu-config '" + in.vgpuConfigName + "': GPU " + describeFunction(s, f.bdf);
+  if (visible) {
+    auto m = matchVgpuTypes(visible->mdevTypes, type);
+    auto c = matchVgpuTypes(visible->creatable, type);
+    if (m.size() > 1) {
+      return usageError(who + ": vGPU type " + type + " is ambiguous: it matches " +
+                            describeVgpuTypes(visible->mdevTypes),
+                        "name the type by its directory, e.g. " + visible->mdevTypes[m[0]].id);
+    }
+    if (m.empty() && c.empty()) {
+      std::string offers = visible->mdevParent ? describeVgpuTypes(visible->mdevTypes)
+                                               : describeVgpuTypes(visible->creatable);
+      return usageError(who + " does not offer vGPU type " + type + " (it offers: " + offers + ")",
+                        "name a type it offers in vgpu-devices");
+    }
+  }
+  auto max = vgpuProfiles().maxInstances(type);
+  auto defaults = vgpuProfiles().defaultsFor(f.id);
+  if (!visible && !defaults.empty()) {
+    bool family = false;
+    for (const auto& d : defaults) family = family || familyOf(d.type) == familyOf(type);
+    if (!max || !family) {
+      return usageError(who + " does not offer vGPU type " + type + " (its profiles are the " +
+                            familyOf(defaults.front().type) + "-* types, e.g. " + defaults.front().type + ")",
+                        "name a type of this GPU in vgpu-devices; see vgpu-profiles.txt");
+    }
+  }
+  int limit = slots;
+  if (max && *max < limit) limit = *max;
+  if (count > limit) {
+    return usageError(who + " cannot hold " + type + " x " + std::to_string(count) + ": at most " +
+                          std::to_string(limit) + " per GPU",
+                      "lower the count in vgpu-devices, or choose a smaller profile");
+  }
+  return {};
+}
+
+// The vGPU part of a plan: for vm-vgpu, VFs on and the configured devices created (and stray
+// ones removed); for the other modes, every vGPU device removed and VFs off.
+Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
+  const Snapshot& s = b.s;
+  static const VgpuHost kNone;
+  const VgpuHost& vh = in.vgpuHost ? *in.vgpuHost : kNone;
+  std::vector<const PciFunction*> gpus;
+  for (const auto& t : sel.targets) {
+    if (t.role != Role::kGpu) continue;
+    if (const auto* f = s.find(t.bdf)) gpus.push_back(f);
+  }
+  const bool vgpu = in.mode == Mode::kVmVgpu;
+  if (vgpu && in.vgpuVfioAvailable) b.loadModule("nvidia_vgpu_vfio", "nvidia_vgpu_vfio");
+  int index = -1;
+  for (const PciFunction* fp : gpus) {
+    ++index;
+    const PciFunction& f = *fp;
+    const int total = f.sriovTotalVfs.value_or(0);
+    const int cur = f.sriovNumVfs.value_or(0);
+    std::vector<const VgpuDevice*> existing = vh.devicesOn(f.bdf);
+    for (const auto& vf : f.virtfns) {
+      for (const auto* d : vh.devicesOn(vf)) existing.push_back(d);
+    }
+    const size_t stepsBefore = b.removeSteps.size() + b.disableSteps.size() + b.enableSteps.size() +
+                               b.vfSteps.size() + b.createSteps.size();
+    const std::string driverNow = f.driver.value_or("");
+    if (!vgpu) {
+      for (const auto* d : existing) removeStep(b, *d);
+      if (cur > 0) sriovSteps(b, b.disableSteps, f, driverNow, driverNow, f.driverOverride.value_or(""), cur, 0);
+    } else {
+      const bool reset = total > 0 && cur != total;
+      std::vector<Bdf> vfs = total > 0 ? vfAddresses(f, total) : std::vector<Bdf>{};
+      const VgpuParent* pfParent = vh.parent(f.bdf);
+      const VgpuParent* vfParent = (!reset && !vfs.empty()) ? vh.parent(vfs.front()) : nullptr;
+      const VgpuParent* visible = total > 0 ? vfParent : pfParent;
+      // creatable_vgpu_types lists what a VF can take now, narrowed by the devices that exist:
+      // with devices on the GPU it says nothing about what the GPU offers once they are gone.
+      if (visible && !visible->mdevParent && !existing.empty()) visible = nullptr;
+      Status err;
+      Requests req = requestsFor(s, f, index, in, visible, &err);
+      if (!err) return err;
+      if (total == 0 && !pfParent && !req.empty() && f.driver == in.hostDriver) {
+        return sysError("GPU " + describeFunction(s, f.bdf) +
+                            ": offers no vGPU types (no mdev_supported_types, no SR-IOV)",
+                        0,
+                        "install and load the NVIDIA vGPU manager (host driver with "
+                        "nvidia_vgpu_vfio); 'hostprep preflight --mode vm-vgpu' checks it");
+      }
+      std::vector<PlannedVgpu> want;
+      int slot = 0;
+      for (const auto& [type, count] : req) {
+        int slots = total > 0 ? total - slot : 1 << 20;
+        if (total == 0 && pfParent) {
+          // Time-sliced vGPUs on the PF: what is free plus what this type already holds.
+          auto m = matchVgpuTypes(pfParent->mdevTypes, type);
+          if (m.size() == 1) {
+            const MdevType& t = pfParent->mdevTypes[m[0]];
+            int held = 0;
+            bool others = false;
+            for (const auto* d : existing) {
+              if (d->typeId == t.id) {
+                ++held;
+              } else {
+                others = true;
+              }
+            }
+            if (!others) slots = t.available + held;
+          }
+        } else if (total > 0 && vfParent) {
+          int free = 0;
+          for (size_t i = static_cast<size_t>(slot); i < vfs.size(); ++i) {
+            const VgpuParent* p = vh.parent(vfs[i]);
+            if (!p) continue;
+            bool holds = false;
+            for (const auto* d : vh.devicesOn(vfs[i])) holds = holds || vgpuTypeMatches(type, d->typeId, d->typeName);
+            auto m = matchVgpuTypes(p->mdevTypes, type);
+            auto c = matchVgpuTypes(p->creatable, type);
+            if (holds || (m.size() == 1 && p->mdevTypes[m[0]].available > 0) || c.size() == 1) ++free;
+          }
+          if (existing.empty()) slots = std::min(slots, free);
+        }
+        if (auto st = checkRequest(s, f, in, type, count, visible, slots); !st) return st;
+        for (int k = 0; k < count; ++k) {
+          PlannedVgpu pv{f.bdf, total > 0 ? vfs[static_cast<size_t>(slot)] : f.bdf, type, {}, {}, std::nullopt, false};
+          pv.uuid = vgpuUuid(pv.parent, type, total > 0 ? 0 : k);
+          ++slot;
+          if (const VgpuParent* p = reset ? nullptr : vh.parent(pv.parent)) {
+            auto m = matchVgpuTypes(p->mdevTypes, type);
+            auto c = matchVgpuTypes(p->creatable, type);
+            if (p->mdevParent) {
+              pv.iface = VgpuInterface::kMdev;
+              if (m.size() == 1) pv.typeName = p->mdevTypes[m[0]].name;
+            } else if (p->perVf) {
+              pv.iface = VgpuInterface::kPerVf;
+              pv.uuid.clear();
+              if (c.size() == 1) pv.typeName = p->creatable[c[0]].name;
+            }
+          }
+          if (pv.typeName.empty()) pv.typeName = f.id.vendor == kNvidiaVendor ? "NVIDIA " + type : type;
+          want.push_back(std::move(pv));
+        }
+      }
+      // Keep what is already right; remove the rest (everything on VFs that are about to reset).
+      for (const auto* d : existing) {
+        bool keep = false;
+        const bool onVf = d->parent != f.bdf;
+        if (!(reset && onVf)) {
+          for (auto& pv : want) {
+            if (pv.exists || pv.parent != d->parent || !vgpuTypeMatches(pv.type, d->typeId, d->typeName)) continue;
+            if (d->iface == VgpuInterface::kMdev && d->uuid != pv.uuid) continue;
+            pv.exists = keep = true;
+            if (!d->typeName.empty()) pv.typeName = d->typeName;
+            break;
+          }
+        }
+        if (!keep) removeStep(b, *d);
+      }
+      if (reset) {
+        sriovSteps(b, b.enableSteps, f, in.hostDriver, in.hostDriver, "", cur, total);
+      }
+      // Every VF that carries a vGPU must be on the host driver. With sriov_drivers_autoprobe
+      // off the kernel binds no VF by itself: hostprep sets the VF's override, for these only.
+      std::set<Bdf> vfDone;
+      for (const auto& pv : want) {
+        if (pv.parent == f.bdf || pv.exists || !vfDone.insert(pv.parent).second) continue;
+        const PciFunction* vf = reset ? nullptr : s.find(pv.parent);
+        if (vf && vf->driver == in.hostDriver) continue;
+        auto add = [&](StepKind k, std::string arg = {}) {
+          b.vfSteps.push_back({k, pv.parent, std::move(arg), std::nullopt, {}});
+        };
+        const bool autoprobe = f.sriovDriversAutoprobe.value_or(true);
+        if (!autoprobe && !(vf && vf->driverOverride == in.hostDriver)) add(StepKind::kSetOverride, in.hostDriver);
+        if (vf && vf->driver) add(StepKind::kUnbind, *vf->driver);
+        add(StepKind::kProbe);
+        add(StepKind::kVerifyDriver, in.hostDriver);
+      }
+      for (const auto& pv : want) {
+        if (!pv.exists) b.createSteps.push_back({StepKind::kCreateVgpu, pv.parent, pv.type, std::nullopt, pv.uuid});
+        b.plan.vgpus.push_back(pv);
+      }
+    }
+    const size_t stepsAfter = b.removeSteps.size() + b.disableSteps.size() + b.enableSteps.size() +
+                              b.vfSteps.size() + b.createSteps.size();
+    if (stepsAfter != stepsBefore || total > 0 || !existing.empty()) b.plan.vgpuGpus.push_back(f.bdf);
+    if (stepsAfter != stepsBefore) {
+      if (DeviceMove* mv = moveOf(b.plan, f.bdf)) mv->changes = true;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs& in) {
-  Builder b{s, Plan{in.mode, {}, {}}, {}, {}};
+  Builder b{s, Plan{in.mode, {}, {}, {}, {}, {}, {}}, {}, {}, {}, {}, {}, {}, {}};
   std::set<int> vfioGroups;
   for (const auto& t : sel.targets) {
     const PciFunction* f = s.find(t.bdf);
@@ -102,17 +405,18 @@ Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs&
         }
       }
       if (cur != mv.toDriver) vfioGroups.insert(*f->iommuGroup);
-    } else if (in.mode == Mode::kContainer) {
+    } else {
+      // container and vm-vgpu: the GPU on the host driver, companions off vfio.
       const bool gpu = t.role == Role::kGpu || t.role == Role::kNvSwitch;
       mv.toDriver = gpu ? in.hostDriver : "";
-      if (gpu && !cur.empty() && cur != in.hostDriver && !isVfioDriver(cur)) {
+      if (gpu && !cur.empty() && cur != in.hostDriver && !isVfioDriver(cur) && cur != "pci-pf-stub") {
         return sysError(describeFunction(s, t.bdf) + ": is bound to " + cur + ", not " +
                             in.hostDriver,
                         0,
                         "blacklist " + cur + " (echo 'blacklist " + cur +
                             "' > /etc/modprobe.d/blacklist-" + cur +
-                            ".conf, update-initramfs -u, reboot); 'hostprep preflight --mode "
-                            "container' checks it");
+                            ".conf, update-initramfs -u, reboot); 'hostprep preflight --mode " +
+                            std::string(toString(in.mode)) + "' checks it");
       }
       const bool onWanted = gpu ? cur == in.hostDriver : (!cur.empty() && !isVfioDriver(cur));
       const bool leftVfio = !gpu && !isVfioDriver(cur);  // a driverless companion is fine
@@ -126,17 +430,25 @@ Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs&
           b.step(StepKind::kVerifyDriver, t.bdf, mv.toDriver);
         }
       }
-    } else {
-      return usageError("prepare --mode vm-vgpu is not available in this build",
-                        "use --mode container or --mode vm-passthrough");
     }
     b.plan.moves.push_back(mv);
   }
-  for (auto& st : b.deviceSteps) b.plan.steps.push_back(std::move(st));
+  if (auto st = planVgpu(b, sel, in); !st) return st.error();
+  for (auto* phase : {&b.removeSteps, &b.disableSteps, &b.deviceSteps, &b.enableSteps, &b.vfSteps,
+                      &b.createSteps}) {
+    for (auto& st : *phase) b.plan.steps.push_back(std::move(st));
+  }
   for (int g : vfioGroups) {
-    b.plan.steps.push_back({StepKind::kVerifyVfioGroup, std::nullopt, {}, g});
+    b.plan.steps.push_back({StepKind::kVerifyVfioGroup, std::nullopt, {}, g, {}});
   }
   return std::move(b.plan);
+}
+
+std::map<std::string, int> expectedAdvertised(const Plan& plan) {
+  std::map<std::string, int> out;
+  if (plan.mode != Mode::kVmVgpu) return out;
+  for (const auto& pv : plan.vgpus) out[vgpuResourceName(pv.typeName)] += 1;
+  return out;
 }
 
 }  // namespace hostprep

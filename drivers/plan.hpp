@@ -3,6 +3,7 @@
 // executor journals it.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "drivers/mode.hpp"
 #include "drivers/selection.hpp"
 #include "drivers/snapshot.hpp"
+#include "drivers/vgpu.hpp"
+#include "drivers/vgpu_config.hpp"
 
 namespace hostprep {
 
@@ -20,6 +23,10 @@ enum class StepKind {
   kProbe,            // bdf: write it to drivers_probe
   kVerifyDriver,     // bdf, arg: the driver that must be bound ("" = any driver but vfio)
   kVerifyVfioGroup,  // group: /dev/vfio/<group> must exist
+  kUnbindLock,       // bdf: take /proc/driver/nvidia/gpus/<bdf>/unbindLock (no-op where absent)
+  kSetNumVfs,        // bdf (PF), arg: the count to write to sriov_numvfs
+  kCreateVgpu,       // bdf (parent), arg: configured type, uuid: the mdev's UUID
+  kRemoveVgpu,       // bdf (parent); mdev: uuid; per-VF: uuid empty, arg: the type ID
 };
 std::string_view toString(StepKind k);
 std::optional<StepKind> parseStepKind(std::string_view s);
@@ -29,6 +36,7 @@ struct Step {
   std::optional<Bdf> bdf;
   std::string arg;
   std::optional<int> group;
+  std::string uuid{};  // create-vgpu / remove-vgpu on the mdev interface
 
   std::string describe() const;  // "0000:3b:00.0: unbind from nvidia"
 };
@@ -53,15 +61,48 @@ struct PlanInputs {
   Mode mode = Mode::kContainer;
   std::string hostDriver = "nvidia";  // driver name; its module has the same name
   std::string modulesAlias;           // lib/modules/<release>/modules.alias text ("" if absent)
+  // vGPU: the live vGPU view (nullopt: no vGPU parents or devices on this host), the selected
+  // config's entries (nullopt: the embedded defaults per GPU model), and whether the vGPU
+  // manager's nvidia_vgpu_vfio module exists for this kernel.
+  std::optional<VgpuHost> vgpuHost{};
+  std::optional<std::vector<VgpuConfigEntry>> vgpuConfig{};
+  std::string vgpuConfigName = "default";
+  bool vgpuVfioAvailable = false;
+};
+
+// A vGPU device the plan wants to exist at the end.
+struct PlannedVgpu {
+  Bdf gpu;
+  Bdf parent;               // the PF (Turing and older) or a VF (Ampere and newer)
+  std::string type;         // as configured: "A10-12Q"
+  std::string typeName;     // as the kernel will name it: "NVIDIA A10-12Q" (predicted if unseen)
+  std::string uuid;         // the deterministic mdev UUID (unused on the per-VF interface)
+  std::optional<VgpuInterface> iface;  // nullopt: decided when the parent appears (VFs not yet on)
+  bool exists = false;      // already there: no step
+};
+
+struct SriovChange {
+  Bdf pf;
+  int from = 0;
+  int to = 0;
 };
 
 struct Plan {
   Mode mode = Mode::kContainer;
   std::vector<DeviceMove> moves;  // every selected device, in order
   std::vector<Step> steps;
+  std::vector<PlannedVgpu> vgpus;       // vm-vgpu: every vGPU device at the end
+  std::vector<VgpuDevice> vgpuRemovals;  // existing vGPU devices the plan removes
+  std::vector<SriovChange> sriov;       // PFs whose sriov_numvfs the plan changes
+  std::vector<Bdf> vgpuGpus;            // GPUs whose vGPU state the journal must cover
 
   bool noop() const { return steps.empty(); }
 };
+
+// What the sandbox device plugin will advertise once a vm-vgpu plan is applied:
+// "nvidia.com/NVIDIA_A10-12Q" -> 4 for two A10s with the default config. For the lead to
+// cross-check against `hostprep status` after a run.
+std::map<std::string, int> expectedAdvertised(const Plan& plan);
 
 // The driver a vfio module registers: "vfio_pci" -> "vfio-pci".
 std::string vfioDriverName(std::string_view module);

@@ -68,6 +68,8 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf) {
   f.sriovTotalVfs = readInt(host, at("sriov_totalvfs"));
   f.sriovNumVfs = readInt(host, at("sriov_numvfs"));
   if (auto a = readInt(host, at("sriov_drivers_autoprobe"))) f.sriovDriversAutoprobe = *a != 0;
+  f.sriovOffset = readInt(host, at("sriov_offset"));
+  f.sriovStride = readInt(host, at("sriov_stride"));
   if (auto v = readInt(host, at("boot_vga"))) f.bootVga = *v != 0;
   f.numaNode = readInt(host, at("numa_node"));
   f.modalias = readTrimmed(host, at("modalias")).value_or("");

@@ -50,11 +50,11 @@ struct StatusDevice {
 };
 
 struct StatusVgpu {
-  VgpuDevice device;
+  ObservedVgpu device;
   std::string resource;  // "nvidia.com/NVIDIA_A10-12Q"
 };
 
-struct PreflightSummary {
+struct PreflightOutcome {
   bool passed = false;
   std::string message;
 };
@@ -69,7 +69,7 @@ struct StatusInputs {
   std::string modulesAlias;           // to name the VFIO driver a device wants
   std::optional<std::string> pciIds;  // nullopt: no pci.ids on the host
   std::vector<Condition> previous;    // the last document's conditions (lastTransitionTime)
-  std::optional<PreflightSummary> preflight;  // nullopt: not evaluated
+  std::optional<PreflightOutcome> preflight;  // nullopt: not evaluated
   std::optional<std::string> convergeError;   // the last convergence failed with this
 };
 

@@ -7,32 +7,6 @@
 
 namespace hostprep {
 
-std::string_view toString(VgpuInterface i) {
-  return i == VgpuInterface::kMdev ? "mdev" : "per-vf";
-}
-
-std::vector<VgpuTypeEntry> parseVgpuTypeList(std::string_view text) {
-  std::vector<VgpuTypeEntry> out;
-  for (auto line : splitLines(text)) {
-    auto colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
-    auto id = parseUnsigned(trim(line.substr(0, colon)));
-    auto name = trim(line.substr(colon + 1));
-    if (!id || *id == 0 || *id > 0xffffffffu || name.empty()) continue;
-    out.push_back({static_cast<unsigned>(*id), std::string(name)});
-  }
-  return out;
-}
-
-bool isMdevUuid(std::string_view s) {
-  if (s.size() != 36) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? s[i] != '-' : std::isxdigit(static_cast<unsigned char>(s[i])) == 0) return false;
-  }
-  return true;
-}
-
 namespace {
 
 // sys/bus/mdev/devices/<uuid> -> ../../../devices/pci0000:3b/0000:3b:00.4/<uuid>: the parent is
@@ -49,9 +23,9 @@ void readMdevDevices(const Host& host, VgpuState& st) {
   auto uuids = host.list("sys/bus/mdev/devices");
   if (!uuids) return;
   for (const auto& uuid : *uuids) {
-    if (!isMdevUuid(uuid)) continue;
+    if (!isValidUuid(uuid)) continue;
     const std::string dir = hostPath("sys/bus/mdev/devices", uuid);
-    VgpuDevice d;
+    ObservedVgpu d;
     d.interface = VgpuInterface::kMdev;
     d.uuid = uuid;
     d.parent = mdevParent(host, uuid);
@@ -70,7 +44,7 @@ void readPerVf(const Host& host, const Snapshot& s, VgpuState& st) {
     if (!current) continue;
     auto id = parseUnsigned(*current);
     if (!id || *id == 0) continue;
-    VgpuDevice d;
+    ObservedVgpu d;
     d.interface = VgpuInterface::kPerVf;
     d.parent = f.bdf;
     d.typeId = std::to_string(*id);
@@ -79,8 +53,8 @@ void readPerVf(const Host& host, const Snapshot& s, VgpuState& st) {
       if (!d.typeName.empty()) break;
       auto text = host.read(hostPath(dir, list), 256 * 1024);
       if (!text) continue;
-      for (const auto& e : parseVgpuTypeList(*text)) {
-        if (e.id == *id) d.typeName = e.name;
+      for (const auto& e : parseCreatableVgpuTypes(*text)) {
+        if (e.id == d.typeId) d.typeName = e.name;
       }
     }
     if (d.typeName.empty()) d.typeName = d.typeId;

@@ -14,13 +14,13 @@
 #include "drivers/host.hpp"
 #include "drivers/pci.hpp"
 #include "drivers/snapshot.hpp"
+#include "drivers/vgpu.hpp"
 
 namespace hostprep {
 
-enum class VgpuInterface { kMdev, kPerVf };
-std::string_view toString(VgpuInterface i);
-
-struct VgpuDevice {
+// A vGPU device as the status reports it; `parent` is unset for an mdev whose parent is not a PCI
+// function (the mtty sample, say).
+struct ObservedVgpu {
   VgpuInterface interface = VgpuInterface::kMdev;
   std::string uuid;           // mdev UUID; empty for a per-VF vGPU
   std::optional<Bdf> parent;  // the PCI function it lives on (PF on Turing, VF on Ampere+)
@@ -29,24 +29,11 @@ struct VgpuDevice {
 };
 
 struct VgpuState {
-  std::vector<VgpuDevice> devices;  // mdev devices by UUID, then per-VF by BDF
+  std::vector<ObservedVgpu> devices;  // mdev devices by UUID, then per-VF by BDF
   // PCI functions that offer vGPU types (mdev_supported_types or nvidia/creatable_vgpu_types):
   // the mark of the vGPU host driver.
   std::vector<Bdf> vgpuCapable;
 };
-
-// One "ID : NAME" line of creatable_vgpu_types / supported_vgpu_types.
-struct VgpuTypeEntry {
-  unsigned id = 0;
-  std::string name;
-  bool operator==(const VgpuTypeEntry&) const = default;
-};
-// Pure: skips blank lines, a header line ("ID    : vGPU Name") and anything malformed.
-std::vector<VgpuTypeEntry> parseVgpuTypeList(std::string_view text);
-
-// Is this a canonical mdev UUID (8-4-4-4-12 hex)? Names read from sysfs are checked before they
-// are used in a path.
-bool isMdevUuid(std::string_view s);
 
 // Reads every vGPU device of the host. Absent directories mean "no vGPU", never an error.
 VgpuState readVgpuState(const Host& host, const Snapshot& s);

@@ -112,7 +112,8 @@ TEST_CASE("groups move in parallel lanes, and serially when asked", "[switcher]"
     REQUIRE(applyPlan(r.k, r.plan(Mode::kVmPassthrough), r.opt));
     CHECK(moved.size() == 4);
     if (!parallel) {
-      CHECK(moved == std::vector<std::string>{"0000:3b:00.0", "0000:3b:00.1", "0000:86:00.0", "0000:86:00.1"});
+      // Serial runs follow the plan: GPUs first, then companions.
+      CHECK(moved == std::vector<std::string>{"0000:3b:00.0", "0000:86:00.0", "0000:3b:00.1", "0000:86:00.1"});
     }
     REQUIRE(applyPlan(r.k, r.plan(Mode::kContainer), r.opt));
     CHECK(r.fx.deviceState() == before);
@@ -223,14 +224,38 @@ TEST_CASE("the error names the device, the step, errno and the advice", "[switch
 
 TEST_CASE("an unbind that never returns is reported, not waited on forever", "[switcher]") {
   Rig r("two-a10");
+  r.opt.parallel = false;
   auto before = r.fx.deviceState();
-  r.kernel.holdDevice(*parseBdf("0000:86:00.0"));
+  const Bdf stuck = *parseBdf("0000:86:00.0");
+  r.kernel.holdDevice(stuck);
   auto res = applyPlan(r.k, r.plan(Mode::kVmPassthrough), r.opt);
   REQUIRE_FALSE(res);
   CHECK(res.error().err == ETIMEDOUT);
   CHECK_THAT(res.error().describe(), Catch::Contains("0000:86:00.0: unbind from nvidia"));
   CHECK_THAT(res.error().describe(), Catch::Contains("holds the device"));
-  CHECK(r.fx.deviceState() == before);
+  // The stuck device is left alone (touching it would block on its device lock); the others are
+  // back, and the journal stays for the next run.
+  CHECK_THAT(res.error().describe(),
+             Catch::Contains("ROLLBACK FAILED: 0000:86:00.0: left as it is: its unbind from nvidia "
+                             "is still pending"));
+  CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("nvidia"));
+  CHECK_FALSE(r.override("0000:3b:00.0"));
+  REQUIRE(r.kernel.exists("run/hostprep/journal.json"));
+
+  SECTION("while the holder stays, the next run refuses to touch it") {
+    auto rec = recoverJournal(r.k, r.opt);
+    REQUIRE_FALSE(rec);
+    CHECK_THAT(rec.error().describe(), Catch::Contains("still pending"));
+    CHECK(r.kernel.exists("run/hostprep/journal.json"));
+  }
+  SECTION("once the holder goes, the next run restores everything") {
+    r.kernel.releaseDevice(stuck);  // remove() finishes: the device is now driverless
+    CHECK_FALSE(r.driver("0000:86:00.0"));
+    auto rec = recoverJournal(r.k, r.opt);
+    REQUIRE(rec);
+    CHECK(r.fx.deviceState() == before);
+    CHECK_FALSE(r.kernel.exists("run/hostprep/journal.json"));
+  }
 }
 
 TEST_CASE("a held device is found with its holder before anything moves", "[switcher]") {

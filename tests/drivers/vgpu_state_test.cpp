@@ -7,17 +7,17 @@
 using namespace hostprep;
 using hostprep::test::Fixture;
 
-TEST_CASE("creatable_vgpu_types lines parse as ID : NAME", "[vgpu-state]") {
-  CHECK(parseVgpuTypeList("ID    : vGPU Name\n1428  : NVIDIA H200X-141C\n 1430 :NVIDIA H200X-70C \n\nbad line\n0 : zero\n") ==
-        std::vector<VgpuTypeEntry>{{1428, "NVIDIA H200X-141C"}, {1430, "NVIDIA H200X-70C"}});
-  CHECK(parseVgpuTypeList("").empty());
-  CHECK(parseVgpuTypeList("12 :\n").empty());
+TEST_CASE("the status reader and vGPU creation share one creatable_vgpu_types parser", "[vgpu-state]") {
+  CHECK(parseCreatableVgpuTypes("ID    : vGPU Name\n1428  : NVIDIA H200X-141C\n 1430 :NVIDIA H200X-70C \n\nbad line\n") ==
+        std::vector<VgpuTypeId>{{"1428", "NVIDIA H200X-141C"}, {"1430", "NVIDIA H200X-70C"}});
+  CHECK(parseCreatableVgpuTypes("").empty());
+  CHECK(parseCreatableVgpuTypes("12 :\n").empty());
 }
 
 TEST_CASE("mdev UUIDs are validated before use in a path", "[vgpu-state]") {
-  CHECK(isMdevUuid("5f2a9a5e-1c39-4b8f-9a53-7d0f2c8c1a11"));
-  CHECK_FALSE(isMdevUuid("../../etc/passwd-aaaaaaaaaaaaaaaaaaaaaaaa"));
-  CHECK_FALSE(isMdevUuid("5f2a9a5e1c394b8f9a537d0f2c8c1a11"));
+  CHECK(isValidUuid("5f2a9a5e-1c39-4b8f-9a53-7d0f2c8c1a11"));
+  CHECK_FALSE(isValidUuid("../../etc/passwd-aaaaaaaaaaaaaaaaaaaaaaaa"));
+  CHECK_FALSE(isValidUuid("5f2a9a5e1c394b8f9a537d0f2c8c1a11"));
 }
 
 TEST_CASE("per-VF vGPUs are read from current_vgpu_type", "[vgpu-state]") {

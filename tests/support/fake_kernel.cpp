@@ -1,11 +1,13 @@
 #include "tests/support/fake_kernel.hpp"
 
 #include <algorithm>
+#include <fstream>
 
 #include "drivers/parsers.hpp"
 #include "drivers/plan.hpp"
 #include "drivers/snapshot.hpp"
 #include "drivers/text.hpp"
+#include "drivers/vgpu.hpp"
 
 namespace fs = std::filesystem;
 
@@ -18,6 +20,31 @@ constexpr const char* kProbeOrder[] = {"nvidia", "standin", "snd_hda_intel", "xh
                                        "nvme",   "e1000e",  "pcieport",      "nouveau"};
 
 std::string trimmed(std::string_view s) { return std::string(trim(s)); }
+
+// A symbolic link with a relative target, as sysfs has them.
+void relLink(const fs::path& link, const fs::path& target) {
+  std::error_code ec;
+  fs::create_directories(link.parent_path(), ec);
+  fs::remove(link, ec);
+  fs::create_directory_symlink(fs::relative(target, link.parent_path()), link, ec);
+}
+
+std::string fakeDir(std::string_view kind, const Bdf& b) { return hostPath("fake", kind, b.str()); }
+
+}  // namespace
+
+// Kernel-made files: written in place, no fsync (the fake makes thousands when VFs appear), and
+// only when the content changes.
+void FakeKernel::putFile(const std::string& path, const std::string& text, mode_t) {
+  const fs::path p = fs_.resolve(path);
+  if (auto cur = fs_.read(path); cur && *cur == text) return;
+  std::error_code ec;
+  fs::create_directories(p.parent_path(), ec);
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << text;
+}
+
+namespace {
 
 }  // namespace
 
@@ -92,11 +119,23 @@ bool FakeKernel::bind(const Bdf& b, const std::string& driver, int* err) {
                                fs_.resolve(hostPath(pciDriverPath(driver), b.str())));
   f->driver = driver;
   refreshVfioNode(*f);
+  if (driver == "nvidia") {
+    if (f->physfn) vgpuTypesOn(b, true);
+    // The nvidia driver's per-GPU procfs directory, with its unbindLock, while it holds the GPU.
+    if (fs_.exists(fakeDir("unbindlock", b))) {
+      (void)fs_.makeDirs(hostPath("proc/driver/nvidia/gpus", b.str()), 0755);
+      (void)fs_.writeFileAtomic(unbindLockPath(b), "0\n", 0644);
+    }
+  }
   return true;
 }
 
 void FakeKernel::unbindNow(const Bdf& b, const std::string& driver) {
   std::error_code ec;
+  if (driver == "nvidia") {
+    vgpuTypesOn(b, false);
+    fs::remove_all(fs_.resolve(hostPath("proc/driver/nvidia/gpus", b.str())), ec);
+  }
   fs::remove(fs_.resolve(hostPath(pciDevicePath(b), "driver")), ec);
   fs::remove(fs_.resolve(hostPath(pciDriverPath(driver), b.str())), ec);
   if (auto f = readPciFunction(fs_, b)) refreshVfioNode(*f);
@@ -177,7 +216,10 @@ Status FakeKernel::apply(const std::string& p, const std::string& data) {
     if (!b) return err(EINVAL);
     if (op == "unbind") {
       if (boundDriver(*b) != driver) return err(ENODEV);
-      if (held_.count(*b)) return err(ETIMEDOUT);  // remove() would never return
+      if (held_.count(*b)) {
+        pendingUnbind_[*b] = driver;  // remove() runs on in the kernel until the holder goes
+        return err(ETIMEDOUT);
+      }
       unbindNow(*b, driver);
       return {};
     }
@@ -188,11 +230,285 @@ Status FakeKernel::apply(const std::string& p, const std::string& data) {
     }
     return err(EINVAL);
   }
+  const auto parts = split(p, '/');
+  if (startsWith(p, "sys/bus/pci/devices/") && endsWith(p, "/sriov_numvfs") && parts.size() == 6) {
+    auto b = parseBdf(parts[4]);
+    auto n = parseUnsigned(value);
+    if (!b || !n || *n > 4096) return err(EINVAL);
+    if (auto s = setNumVfs(*b, static_cast<int>(*n)); !s) return err(s.error().err);
+    return {};
+  }
+  if (startsWith(p, "sys/bus/pci/devices/") && parts.size() == 8 && parts[5] == "mdev_supported_types" &&
+      parts[7] == "create") {
+    auto b = parseBdf(parts[4]);
+    if (!b) return err(EINVAL);
+    if (auto s = createMdev(*b, std::string(parts[6]), value); !s) return err(s.error().err);
+    return {};
+  }
+  if (startsWith(p, "sys/bus/mdev/devices/") && parts.size() == 6 && parts[5] == "remove") {
+    if (value != "1") return err(EINVAL);
+    if (auto s = removeMdev(std::string(parts[4])); !s) return err(s.error().err);
+    return {};
+  }
+  if (startsWith(p, "sys/bus/pci/devices/") && parts.size() == 7 && parts[5] == "nvidia" &&
+      parts[6] == "current_vgpu_type") {
+    auto b = parseBdf(parts[4]);
+    if (!b || !parseUnsigned(value)) return err(EINVAL);
+    if (auto s = setVgpuType(*b, value); !s) return err(s.error().err);
+    return {};
+  }
+  if (startsWith(p, "proc/driver/nvidia/gpus/") && parts.size() == 6 && parts[5] == "unbindLock") {
+    auto b = parseBdf(parts[4]);
+    if (!b || (value != "0" && value != "1")) return err(EINVAL);
+    const bool refuse = readTrimmed(fs_, fakeDir("unbindlock", *b)) == "refuse";
+    return fs_.writeFileAtomic(p, (value == "1" && !refuse) ? "1\n" : "0\n", 0644);
+  }
   if (startsWith(p, "sys/bus/pci/devices/") && endsWith(p, "/driver_override")) {
     if (value.size() > 63) return err(EINVAL);
     return fs_.writeFileAtomic(p, (value.empty() ? "(null)" : value) + "\n", 0644);
   }
   return err(EPERM);  // an attribute the fake does not model: fail loudly
+}
+
+void FakeKernel::releaseDevice(const Bdf& b) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  held_.erase(b);
+  auto it = pendingUnbind_.find(b);
+  if (it == pendingUnbind_.end()) return;
+  unbindNow(b, it->second);
+  pendingUnbind_.erase(it);
+}
+
+Bdf FakeKernel::gpuOf(const Bdf& parent) const {
+  if (auto pf = readLinkName(fs_, hostPath(pciDevicePath(parent), "physfn"))) {
+    if (auto b = parseBdf(*pf)) return *b;
+  }
+  return parent;
+}
+
+Status FakeKernel::setNumVfs(const Bdf& pf, int n) {
+  auto f = readPciFunction(fs_, pf);
+  if (!f) return sysError("no device", ENODEV);
+  if (n > f->sriovTotalVfs.value_or(0)) return sysError("above sriov_totalvfs", ERANGE);
+  // sriov_numvfs_store(): no driver, or a driver without sriov_configure (nvidia) -> ENOENT.
+  if (!f->driver || *f->driver == "nvidia") return sysError("no sriov_configure", ENOENT);
+  const int cur = f->sriovNumVfs.value_or(0);
+  if (n == cur) return {};
+  if (cur != 0 && n != 0) return sysError("VFs already enabled", EBUSY);
+  const std::string attr = hostPath(pciDevicePath(pf), "sriov_numvfs");
+  if (n == 0) {
+    for (const auto& vf : f->virtfns) {
+      if (readTrimmed(fs_, perVfPath(vf, "current_vgpu_type")).value_or("0") != "0") return sysError("vGPU", EBUSY);
+      for (const auto& d : readVgpuDevices(fs_, {vf})) {
+        if (d.iface == VgpuInterface::kMdev) return sysError("mdev on VF", EBUSY);
+      }
+    }
+    for (int i = 0; i < cur; ++i) {
+      if (auto vf = vfAddress(pf, f->sriovOffset.value_or(1), f->sriovStride.value_or(1), i)) removeVf(pf, *vf, i);
+    }
+    putFile(attr, "0\n", 0644);
+    return {};
+  }
+  for (int i = 0; i < n; ++i) addVf(*f, i);
+  putFile(attr, std::to_string(n) + "\n", 0644);
+  if (f->sriovDriversAutoprobe.value_or(true)) {
+    batching_ = true;
+    for (int i = 0; i < n; ++i) {
+      auto vf = vfAddress(pf, f->sriovOffset.value_or(1), f->sriovStride.value_or(1), i);
+      int e = 0;
+      for (const char* d : kProbeOrder) {
+        if (vf && bind(*vf, d, &e)) break;
+      }
+    }
+    batching_ = false;
+    recomputeVgpu(pf);
+  }
+  return {};
+}
+
+void FakeKernel::addVf(const PciFunction& pf, int index) {
+  auto vf = vfAddress(pf.bdf, pf.sriovOffset.value_or(1), pf.sriovStride.value_or(1), index);
+  if (!vf) return;
+  const fs::path pfDir = fs::canonical(fs_.resolve(pciDevicePath(pf.bdf)));
+  const fs::path dir = pfDir.parent_path() / vf->str();
+  const PciId id = parsePciId(readTrimmed(fs_, hostPath(fakeDir("sriov", pf.bdf), "vf_id")).value_or(""))
+                       .value_or(pf.id);
+  auto hex = [](unsigned v, int w) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "0x%0*x", w, v);
+    return std::string(buf) + "\n";
+  };
+  auto put = [&](const char* name, const std::string& text) {
+    putFile(fs::relative(dir / name, root()).string(), text, 0644);
+  };
+  fs::create_directories(dir);
+  put("vendor", hex(id.vendor, 4));
+  put("device", hex(id.device, 4));
+  put("subsystem_vendor", hex(pf.subsystem.vendor, 4));
+  put("subsystem_device", hex(pf.subsystem.device, 4));
+  put("class", hex(pf.classCode, 6));
+  char alias[96];
+  std::snprintf(alias, sizeof alias, "pci:v%08Xd%08Xsv%08Xsd%08Xbc%02Xsc%02Xi%02X\n", id.vendor, id.device,
+                pf.subsystem.vendor, pf.subsystem.device, (pf.classCode >> 16) & 0xff,
+                (pf.classCode >> 8) & 0xff, pf.classCode & 0xff);
+  put("modalias", alias);
+  put("numa_node", std::to_string(pf.numaNode.value_or(-1)) + "\n");
+  put("driver_override", "(null)\n");
+  relLink(dir / "physfn", pfDir);
+  relLink(pfDir / ("virtfn" + std::to_string(index)), dir);
+  relLink(fs_.resolve(pciDevicePath(*vf)), dir);
+  auto base = parseUnsigned(readTrimmed(fs_, hostPath(fakeDir("sriov", pf.bdf), "group_base")).value_or(""));
+  const std::string g = std::to_string(base.value_or(1000) + static_cast<uint64_t>(index));
+  const fs::path groupDir = fs_.resolve(hostPath("sys/kernel/iommu_groups", g));
+  fs::create_directories(groupDir / "devices");
+  relLink(groupDir / "devices" / vf->str(), dir);
+  relLink(dir / "iommu_group", groupDir);
+}
+
+void FakeKernel::removeVf(const Bdf& pf, const Bdf& vf, int index) {
+  std::error_code ec;
+  if (auto d = boundDriver(vf)) unbindNow(vf, *d);
+  const fs::path dir = fs_.resolve(pciDevicePath(vf));
+  if (auto g = readLinkName(fs_, hostPath(pciDevicePath(vf), "iommu_group"))) {
+    fs::remove_all(fs_.resolve(hostPath("sys/kernel/iommu_groups", *g)), ec);
+    fs::remove(fs_.resolve(hostPath("dev/vfio", *g)), ec);
+  }
+  const fs::path real = fs::canonical(dir, ec);
+  fs::remove(fs_.resolve(hostPath("sys/class/mdev_bus", vf.str())), ec);
+  fs::remove(dir, ec);
+  if (!real.empty()) fs::remove_all(real, ec);
+  fs::remove(fs_.resolve(hostPath(pciDevicePath(pf), "virtfn" + std::to_string(index))), ec);
+}
+
+void FakeKernel::vgpuTypesOn(const Bdf& vf, bool present) {
+  std::error_code ec;
+  const Bdf pf = gpuOf(vf);
+  if (pf == vf) return;
+  const std::string tmpl = hostPath(fakeDir("sriov", pf), "vf");
+  const fs::path dir = fs_.resolve(pciDevicePath(vf));
+  if (!present) {
+    fs::remove_all(dir / "mdev_supported_types", ec);
+    fs::remove_all(dir / "nvidia", ec);
+    fs::remove(fs_.resolve(hostPath("sys/class/mdev_bus", vf.str())), ec);
+    return;
+  }
+  if (auto types = fs_.list(hostPath(tmpl, "mdev_supported_types"))) {
+    for (const auto& t : *types) {
+      const std::string from = hostPath(tmpl, "mdev_supported_types", t);
+      const std::string to = mdevTypePath(vf, t);
+      (void)fs_.makeDirs(hostPath(to, "devices"), 0755);
+      putFile(hostPath(to, "name"), fs_.read(hostPath(from, "name")).value_or(t + "\n"), 0444);
+      putFile(hostPath(to, "device_api"), "vfio-pci\n", 0444);
+      putFile(hostPath(to, "available_instances"), "0\n", 0444);
+      putFile(hostPath(to, "create"), "", 0200);
+    }
+    relLink(fs_.resolve(hostPath("sys/class/mdev_bus", vf.str())), fs::canonical(dir));
+  }
+  if (fs_.exists(hostPath(tmpl, "nvidia/types"))) {
+    (void)fs_.makeDirs(hostPath(pciDevicePath(vf), "nvidia"), 0755);
+    putFile(perVfPath(vf, "creatable_vgpu_types"), "", 0444);
+    putFile(perVfPath(vf, "current_vgpu_type"), "0\n", 0644);
+  }
+  recomputeVgpu(pf);
+}
+
+Status FakeKernel::createMdev(const Bdf& parent, const std::string& type, const std::string& uuid) {
+  if (!isValidUuid(uuid)) return sysError("bad uuid", EINVAL);
+  if (fs_.exists(hostPath(kMdevDevices, uuid))) return sysError("exists", EEXIST);
+  const std::string typeDir = mdevTypePath(parent, type);
+  auto avail = parseUnsigned(readTrimmed(fs_, hostPath(typeDir, "available_instances")).value_or("0"));
+  if (!avail || *avail == 0) return sysError("no instance available", EUSERS);
+  const fs::path parentDir = fs::canonical(fs_.resolve(pciDevicePath(parent)));
+  const fs::path dev = parentDir / uuid;
+  fs::create_directories(dev);
+  relLink(dev / "mdev_type", parentDir / "mdev_supported_types" / type);
+  putFile(fs::relative(dev / "remove", root()).string(), "", 0200);
+  int g = 10000;
+  while (fs_.exists(hostPath("sys/kernel/iommu_groups", std::to_string(g)))) ++g;
+  const fs::path groupDir = fs_.resolve(hostPath("sys/kernel/iommu_groups", std::to_string(g)));
+  fs::create_directories(groupDir / "devices");
+  relLink(groupDir / "devices" / uuid, dev);
+  relLink(dev / "iommu_group", groupDir);
+  relLink(fs_.resolve(hostPath(kMdevDevices, uuid)), dev);
+  relLink(fs_.resolve(hostPath(typeDir, "devices", uuid)), dev);
+  (void)fs_.makeDirs("dev/vfio", 0755);
+  putFile(hostPath("dev/vfio", std::to_string(g)), "", 0600);
+  recomputeVgpu(gpuOf(parent));
+  return {};
+}
+
+Status FakeKernel::removeMdev(const std::string& uuid) {
+  std::error_code ec;
+  const std::string link = hostPath(kMdevDevices, uuid);
+  if (!isValidUuid(uuid) || !fs_.exists(link)) return sysError("no such mdev", ENODEV);
+  const fs::path dev = fs::canonical(fs_.resolve(link));
+  auto parent = parseBdf(dev.parent_path().filename().string());
+  if (!parent) return sysError("bad parent", EINVAL);
+  if (auto t = readLinkName(fs_, hostPath(link, "mdev_type"))) {
+    fs::remove(fs_.resolve(hostPath(mdevTypePath(*parent, *t), "devices", uuid)), ec);
+  }
+  if (auto g = readLinkName(fs_, hostPath(link, "iommu_group"))) {
+    fs::remove_all(fs_.resolve(hostPath("sys/kernel/iommu_groups", *g)), ec);
+    fs::remove(fs_.resolve(hostPath("dev/vfio", *g)), ec);
+  }
+  fs::remove(fs_.resolve(link), ec);
+  fs::remove_all(dev, ec);
+  recomputeVgpu(gpuOf(*parent));
+  return {};
+}
+
+Status FakeKernel::setVgpuType(const Bdf& vf, const std::string& id) {
+  const std::string cur = readTrimmed(fs_, perVfPath(vf, "current_vgpu_type")).value_or("0");
+  if (id != "0") {
+    if (cur != "0") return sysError("a vGPU type is set", EBUSY);
+    bool ok = false;
+    for (const auto& t : parseCreatableVgpuTypes(fs_.read(perVfPath(vf, "creatable_vgpu_types")).value_or(""))) {
+      ok = ok || t.id == id;
+    }
+    if (!ok) return sysError("not creatable", EINVAL);
+  }
+  putFile(perVfPath(vf, "current_vgpu_type"), id + "\n", 0644);
+  recomputeVgpu(gpuOf(vf));
+  return {};
+}
+
+// One vGPU type per GPU at a time, at most max/<type> of it; a VF holds one vGPU.
+void FakeKernel::recomputeVgpu(const Bdf& gpu) {
+  if (batching_) return;
+  std::vector<Bdf> parents{gpu};
+  if (auto f = readPciFunction(fs_, gpu)) parents.insert(parents.end(), f->virtfns.begin(), f->virtfns.end());
+  std::map<std::string, int> count;
+  std::optional<std::string> active;
+  std::set<Bdf> busy;
+  for (const auto& d : readVgpuDevices(fs_, parents)) {
+    ++count[d.typeId];
+    active = d.typeId;
+    busy.insert(d.parent);
+  }
+  auto maxOf = [&](const std::string& key) {
+    return static_cast<int>(parseUnsigned(readTrimmed(fs_, hostPath(fakeDir("vgpu", gpu), "max", key)).value_or("1")).value_or(1));
+  };
+  auto allowed = [&](const std::string& key) { return (!active || *active == key) && count[key] < maxOf(key); };
+  const auto full = parseCreatableVgpuTypes(fs_.read(hostPath(fakeDir("sriov", gpu), "vf/nvidia/types")).value_or(""));
+  for (const auto& p : parents) {
+    for (const auto& t : fs_.list(hostPath(pciDevicePath(p), "mdev_supported_types")).value_or(std::vector<std::string>{})) {
+      int avail = 0;
+      if (p == gpu) {
+        avail = (!active || *active == t) ? std::max(0, maxOf(t) - count[t]) : 0;
+      } else {
+        avail = (!busy.count(p) && allowed(t)) ? 1 : 0;
+      }
+      putFile(hostPath(mdevTypePath(p, t), "available_instances"), std::to_string(avail) + "\n", 0444);
+    }
+    if (fs_.exists(perVfPath(p, "creatable_vgpu_types"))) {
+      const std::string cur = readTrimmed(fs_, perVfPath(p, "current_vgpu_type")).value_or("0");
+      std::string text = "ID    : vGPU Name\n";
+      for (const auto& t : full) {
+        if (cur != "0" ? t.id == cur : allowed(t.id)) text += t.id + "  : " + t.name + "\n";
+      }
+      putFile(perVfPath(p, "creatable_vgpu_types"), text, 0444);
+    }
+  }
 }
 
 bool FakeModules::available(const std::string& module) const {

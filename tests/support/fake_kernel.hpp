@@ -3,6 +3,16 @@
 // fake keeps its world consistent: a bind moves the `driver` link and the driver's device link,
 // creates /dev/vfio/<group>; a module load creates sys/module/<m>, the driver directory and the
 // proc/modules line. Any write can be made to fail on demand.
+//
+// SR-IOV and vGPU (DOMAIN.md §3-§4): sriov_numvfs creates and removes VF functions (physfn /
+// virtfnN links, their own IOMMU groups, autoprobe binding) with the kernel's errors (ERANGE above
+// the total, ENOENT without a PF driver or with nvidia, which has no sriov_configure, EBUSY from
+// one non-zero count to another). A VF bound to nvidia gets the vGPU types its PF's template
+// (fake/sriov/<PF>/vf/, written by the fixture) gives it. mdev `create` / `remove` make and drop
+// sys/bus/mdev/devices/<uuid> with its mdev_type link, IOMMU group and /dev/vfio node;
+// available_instances and creatable_vgpu_types follow what the GPU holds (one type per GPU, at
+// most fake/vgpu/<PF>/max/<type> of it, one per VF). The nvidia unbindLock lives in
+// proc/driver/nvidia/gpus/<BDF>/ while the GPU is on nvidia.
 #pragma once
 
 #include <functional>
@@ -46,6 +56,8 @@ class FakeKernel final : public Host {
   void failWritesTo(std::string needle, int err) { failPaths_.emplace_back(std::move(needle), err); }
   // An unbind of this device blocks (returns ETIMEDOUT, as the real write would never return).
   void holdDevice(const Bdf& b) { held_.insert(b); }
+  // The holder lets go: a pending unbind of this device completes, as the real remove() would.
+  void releaseDevice(const Bdf& b);
   // This driver's probe() fails for this device (EINVAL), as vfio-pci does for some devices.
   void refuseBind(const Bdf& b, std::string driver) { refused_.emplace(b, std::move(driver)); }
   size_t writeCount() const {
@@ -64,6 +76,17 @@ class FakeKernel final : public Host {
   void unbindNow(const Bdf& b, const std::string& driver);
   bool driverMatches(const std::string& driver, const PciFunction& f) const;
   void refreshVfioNode(const PciFunction& f);
+  Status setNumVfs(const Bdf& pf, int n);
+  void addVf(const PciFunction& pf, int index);
+  void removeVf(const Bdf& pf, const Bdf& vf, int index);
+  void vgpuTypesOn(const Bdf& vf, bool present);
+  Status createMdev(const Bdf& parent, const std::string& type, const std::string& uuid);
+  Status removeMdev(const std::string& uuid);
+  Status setVgpuType(const Bdf& vf, const std::string& id);
+  void recomputeVgpu(const Bdf& gpu);
+  Bdf gpuOf(const Bdf& parent) const;
+  void putFile(const std::string& path, const std::string& text, mode_t mode = 0644);
+  bool batching_ = false;  // VFs being probed: recompute vGPU availability once, after
 
   RootHost fs_;
   std::vector<std::string> writes_;
@@ -71,6 +94,7 @@ class FakeKernel final : public Host {
   int failErr_ = EIO;
   std::vector<std::pair<std::string, int>> failPaths_;
   std::set<Bdf> held_;
+  std::map<Bdf, std::string> pendingUnbind_;  // unbinds that "never returned"
   mutable std::recursive_mutex mu_;  // the executor writes from several threads
   std::set<std::pair<Bdf, std::string>> refused_;
 };

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include "drivers/parsers.hpp"
 #include "drivers/pci.hpp"
@@ -92,6 +93,33 @@ void addDevice(const fs::path& root, const YAML::Node& d) {
     writeFile(dir / "sriov_drivers_autoprobe", std::to_string(s["autoprobe"].as<int>(1)) + "\n");
     writeFile(dir / "sriov_offset", std::to_string(s["offset"].as<int>(4)) + "\n");
     writeFile(dir / "sriov_stride", std::to_string(s["stride"].as<int>(1)) + "\n");
+    // What the fake kernel gives the VFs it creates (fake/ is the fake's own state, not sysfs):
+    // their device id, the first of their IOMMU groups, and, once nvidia binds a VF, its vGPU
+    // types (mdev, or the per-VF nvidia/ files) with the per-GPU maximum of each.
+    const fs::path fake = root / "fake/sriov" / b.str();
+    writeFile(fake / "vf_id", s["vf_id"].as<std::string>(d["id"].as<std::string>()) + "\n");
+    writeFile(fake / "group_base", std::to_string(s["vf_group_base"].as<int>(1000)) + "\n");
+    for (const auto& t : s["vf_mdev_types"]) {
+      const std::string tid = t["id"].as<std::string>();
+      writeFile(fake / "vf/mdev_supported_types" / tid / "name", t["name"].as<std::string>() + "\n");
+      writeFile(root / "fake/vgpu" / b.str() / "max" / tid, std::to_string(t["max"].as<int>(1)) + "\n");
+    }
+    if (s["vf_vgpu_types"]) {
+      std::string lines;
+      for (const auto& t : s["vf_vgpu_types"]) {
+        const std::string tid = t["id"].as<std::string>();
+        lines += tid + " : " + t["name"].as<std::string>() + "\n";
+        writeFile(root / "fake/vgpu" / b.str() / "max" / tid, std::to_string(t["max"].as<int>(1)) + "\n");
+      }
+      writeFile(fake / "vf/nvidia/types", lines);
+    }
+  }
+  if (d["unbind_lock"]) {
+    // ok: the driver grants the lock; refuse: a client holds the GPU, the lock reads 0.
+    writeFile(root / "fake/unbindlock" / b.str(), d["unbind_lock"].as<std::string>() + "\n");
+    if (d["driver"] && d["driver"].as<std::string>() == "nvidia") {
+      writeFile(root / "proc/driver/nvidia/gpus" / b.str() / "unbindLock", "0\n");
+    }
   }
   if (d["physfn"]) {
     const Bdf pf = bdfOf(d["physfn"]);
@@ -110,6 +138,9 @@ void addDevice(const fs::path& root, const YAML::Node& d) {
     writeFile(td / "device_api", "vfio-pci\n");
     writeFile(td / "create", "");
     fs::create_directories(td / "devices");
+    writeFile(root / "fake/vgpu" / b.str() / "max" / t["id"].as<std::string>(),
+              std::to_string(t["max"].as<int>(t["available"].as<int>(1))) + "\n");
+    makeLink(root / "sys/class/mdev_bus" / b.str(), "../../devices/pci" + b.str().substr(0, 7) + "/" + b.str());
   }
 }
 
@@ -181,9 +212,21 @@ void expandHostYaml(const fs::path& root, const std::string& yaml) {
 }
 
 Fixture::Fixture() {
-  std::string tmpl = (fs::temp_directory_path() / "hostprep-fixture-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("fixture: mkdtemp failed");
-  root_ = tmpl;
+  // On tmpfs when there is one: the executor fsyncs its journal before every step, and the vGPU
+  // fault and crash sweeps run thousands of steps (seconds on tmpfs, minutes on a VM's disk).
+  // HOSTPREP_TEST_TMPDIR overrides.
+  std::vector<fs::path> bases;
+  if (const char* t = std::getenv("HOSTPREP_TEST_TMPDIR")) bases.emplace_back(t);
+  bases.emplace_back("/dev/shm");
+  bases.push_back(fs::temp_directory_path());
+  for (const auto& base : bases) {
+    std::string tmpl = (base / "hostprep-fixture-XXXXXX").string();
+    if (::mkdtemp(tmpl.data())) {
+      root_ = tmpl;
+      return;
+    }
+  }
+  throw std::runtime_error("fixture: mkdtemp failed");
 }
 
 Fixture::Fixture(const std::string& scenario) : Fixture() {
@@ -235,6 +278,40 @@ std::map<std::string, std::string> Fixture::deviceState() const {
   if (fs::exists(root_ / "dev/vfio")) {
     for (const auto& e : fs::directory_iterator(root_ / "dev/vfio")) {
       out["dev/vfio/" + e.path().filename().string()] = "node";
+    }
+  }
+  // SR-IOV and vGPU: VFs show up above as functions; here their vGPU types' state, every mdev
+  // device with its type and parent, the mdev parents, the IOMMU groups and the unbindLocks.
+  for (const auto& e : fs::directory_iterator(root_ / "sys/bus/pci/devices")) {
+    const fs::path d = e.path();
+    const std::string b = d.filename().string();
+    if (fs::exists(d / "mdev_supported_types")) {
+      for (const auto& t : fs::directory_iterator(d / "mdev_supported_types")) {
+        out[b + "/mdev/" + t.path().filename().string()] = readAll(t.path() / "available_instances");
+      }
+    }
+    for (const char* f : {"creatable_vgpu_types", "current_vgpu_type"}) {
+      if (fs::exists(d / "nvidia" / f)) out[b + "/nvidia/" + f] = readAll(d / "nvidia" / f);
+    }
+    for (const auto& v : fs::directory_iterator(d)) {
+      const std::string name = v.path().filename().string();
+      if (name.rfind("virtfn", 0) == 0) out[b + "/" + name] = fs::read_symlink(v.path()).filename().string();
+    }
+  }
+  if (fs::exists(root_ / "sys/bus/mdev/devices")) {
+    for (const auto& e : fs::directory_iterator(root_ / "sys/bus/mdev/devices")) {
+      std::error_code ec;
+      const fs::path real = fs::canonical(e.path(), ec);
+      out["mdev/" + e.path().filename().string()] =
+          real.parent_path().filename().string() + " " + fs::read_symlink(e.path() / "mdev_type", ec).filename().string();
+    }
+  }
+  for (const char* dir : {"sys/class/mdev_bus", "sys/kernel/iommu_groups", "proc/driver/nvidia/gpus"}) {
+    if (!fs::exists(root_ / dir)) continue;
+    for (const auto& e : fs::directory_iterator(root_ / dir)) {
+      const std::string name = e.path().filename().string();
+      out[std::string(dir) + "/" + name] =
+          fs::exists(e.path() / "unbindLock") ? readAll(e.path() / "unbindLock") : "present";
     }
   }
   return out;

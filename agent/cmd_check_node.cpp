@@ -1,0 +1,157 @@
+// hostprep check-node: read the cluster's documents, run the pure checker, print the findings.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <nlohmann/json.hpp>
+
+#include "agent/commands.hpp"
+#include "agent/options.hpp"
+#include "checks/check_node.hpp"
+#include "checks/operands.hpp"
+
+namespace hostprep {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxInput = size_t{1} << 30;  // 1 GiB: far above any cluster dump
+
+std::string displayName(const std::string& path) { return path == "-" ? "standard input" : path; }
+
+// Reads a whole file (or standard input for "-"); a missing or unreadable file is bad input.
+Result<std::string> readInput(const std::string& path) {
+  int fd = path == "-" ? 0 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return Error{path + ": cannot open", errno, "check the path", Exit::kUsage};
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      if (fd != 0) ::close(fd);
+      return Error{displayName(path) + ": cannot read", e, "pass a regular file", Exit::kUsage};
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxInput) {
+      if (fd != 0) ::close(fd);
+      return usageError(displayName(path) + ": larger than 1 GiB", "split the input");
+    }
+  }
+  if (fd != 0) ::close(fd);
+  return text;
+}
+
+Result<std::vector<Document>> load(const std::string& path) {
+  auto text = readInput(path);
+  if (!text) return text.error();
+  return parseDocuments(*text, displayName(path));
+}
+
+// Exactly one document (ClusterPolicy, KubeVirt, vGPU config).
+Result<std::optional<Document>> loadOne(const std::optional<std::string>& path, const char* option) {
+  if (!path) return std::optional<Document>();
+  auto docs = load(*path);
+  if (!docs) return docs.error();
+  if (docs->size() != 1) {
+    return usageError("--" + std::string(option) + ": " + displayName(*path) + " holds " +
+                          std::to_string(docs->size()) + " documents, expected one",
+                      "pass the single object (kubectl get ... -o json)");
+  }
+  return std::optional<Document>(std::move(docs->front()));
+}
+
+int fail(Context& ctx, const Error& e) {
+  if (ctx.json()) {
+    json j{{"schema", "hostprep.check-node/v1"}, {"ok", false},
+           {"error", {{"message", e.message}, {"errno", e.err}, {"advice", e.advice}}}};
+    ctx.out << j.dump(2) << "\n";
+  }
+  ctx.err << "hostprep check-node: " << e.describe() << "\n";
+  return static_cast<int>(e.exit);
+}
+
+json operandsJson() {
+  auto need = [](Need n) {
+    return n == Need::kYes ? "yes" : n == Need::kOptional ? "optional" : "no";
+  };
+  json a = json::array();
+  for (const auto& o : operandTable()) {
+    a.push_back({{"operand", std::string(o.name)}, {"label", deployLabel(o)},
+                 {"container", need(o.container)}, {"vm-passthrough", need(o.passthrough)},
+                 {"vm-vgpu", need(o.vgpu)}, {"what", std::string(o.what)}});
+  }
+  return a;
+}
+
+}  // namespace
+
+int cmdCheckNode(Context& ctx, const std::vector<std::string>& args) {
+  auto opt = parseCheckNodeOptions(args);
+  if (!opt) return fail(ctx, opt.error());
+  if (opt->help) {
+    ctx.out << checkNodeHelp();
+    return 0;
+  }
+  if (opt->operands) {
+    if (ctx.json()) {
+      ctx.out << operandsJson().dump(2) << "\n";
+    } else {
+      ctx.out << formatOperandsTable();
+    }
+    return 0;
+  }
+
+  // 1. Read and parse every input; the first unreadable or malformed one stops the run (exit 2).
+  CheckNodeInput in;
+  for (const auto& f : opt->nodes) {
+    auto docs = load(f);
+    if (!docs) return fail(ctx, docs.error());
+    for (auto& d : *docs) in.nodes.push_back(std::move(d));
+  }
+  for (const auto& f : opt->vms) {
+    auto docs = load(f);
+    if (!docs) return fail(ctx, docs.error());
+    for (auto& d : *docs) in.workloads.push_back(std::move(d));
+  }
+  for (const auto& f : opt->status) {
+    auto docs = load(f);
+    if (!docs) return fail(ctx, docs.error());
+    for (auto& d : *docs) in.statuses.push_back(std::move(d));
+  }
+  auto policy = loadOne(opt->clusterPolicy, "cluster-policy");
+  if (!policy) return fail(ctx, policy.error());
+  in.clusterPolicy = std::move(*policy);
+  auto kubevirt = loadOne(opt->kubevirt, "kubevirt");
+  if (!kubevirt) return fail(ctx, kubevirt.error());
+  in.kubevirt = std::move(*kubevirt);
+  auto vgpu = loadOne(opt->vgpuConfig, "vgpu-config");
+  if (!vgpu) return fail(ctx, vgpu.error());
+  if (*vgpu) {
+    auto configs = readVgpuConfigs(**vgpu);
+    if (!configs) return fail(ctx, configs.error());
+    in.vgpuConfigs = std::move(*configs);
+  }
+  if (in.nodes.empty()) {
+    return fail(ctx, usageError("check-node: the node input holds no document",
+                                "pass 'kubectl get nodes -o json'"));
+  }
+
+  // 2. Check.
+  auto report = checkNodes(in);
+  if (!report) return fail(ctx, report.error());
+
+  // 3. Print; the exit code says whether any finding is an error.
+  if (ctx.json()) {
+    ctx.out << reportJson(*report).dump(2) << "\n";
+  } else {
+    ctx.out << reportText(*report);
+  }
+  return report->exitCode();
+}
+
+}  // namespace hostprep

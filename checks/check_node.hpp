@@ -1,0 +1,114 @@
+// check-node: does each node's workload label agree with what the node advertises? Documents in
+// (Nodes, ClusterPolicy, KubeVirt CR, VM/VMI/Pod manifests, hostprep status documents), findings
+// out. Pure: no files, no clock, no cluster access.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "checks/documents.hpp"
+#include "checks/vgpu_configs.hpp"
+#include "drivers/error.hpp"
+#include "drivers/mode.hpp"
+
+namespace hostprep {
+
+enum class Severity { kInfo, kWarning, kError };
+std::string_view toString(Severity s);
+
+struct Finding {
+  std::string id;        // stable, e.g. "resource-wrong-kind"; documented in the README
+  Severity severity = Severity::kError;
+  std::string node;      // empty: about the cluster, not one node
+  std::string resource;  // the resource it is about, when one
+  std::string subject;   // the workload or document it is about, when one
+  std::string message;
+  std::string fix;
+};
+
+// What kind of workload a resource name belongs to (DOMAIN.md §2).
+enum class ResourceKind {
+  kContainer,    // nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-*
+  kPassthrough,  // nvidia.com/GA102GL_A10, or the raw id nvidia.com/2236
+  kVgpu,         // nvidia.com/NVIDIA_A10-12Q, nvidia.com/GRID_T4-4Q
+  kOther,        // anything else under nvidia.com/, or not nvidia.com/ at all
+};
+std::string_view toString(ResourceKind k);
+ResourceKind classifyResource(std::string_view name);
+ResourceKind kindOfMode(Mode m);
+// The vGPU type of a vGPU resource, the vendor prefix stripped: "nvidia.com/NVIDIA_A10-4Q" ->
+// "A10-4Q". nullopt for other resources.
+std::optional<std::string> vgpuTypeOf(std::string_view resource);
+// A Kubernetes quantity of a countable resource: "4", 4, "2k". nullopt when not a whole count.
+std::optional<int64_t> parseCount(const nlohmann::json& v);
+
+// How the node's mode was decided.
+enum class ModeSource {
+  kLabel,            // the label's value
+  kDefault,          // no label: defaultWorkload
+  kInvalidLabel,     // a value that is not a mode: defaultWorkload
+  kSandboxDisabled,  // sandboxWorkloads.enabled is false: container, the label is never read
+};
+std::string_view toString(ModeSource s);
+
+struct ResourceCount {
+  std::string name;
+  ResourceKind kind = ResourceKind::kOther;
+  std::optional<int64_t> capacity;
+  std::optional<int64_t> allocatable;
+};
+
+struct NodeResult {
+  std::string name;
+  std::string source;  // the document it came from
+  bool hasGpus = false;
+  Mode mode = Mode::kContainer;
+  ModeSource modeSource = ModeSource::kDefault;
+  std::optional<std::string> label;  // the workload label's value
+  std::optional<int> gpus;           // GPU count, from nvidia.com/gpu.count or --status
+  std::vector<ResourceCount> resources;  // nvidia.com/* from capacity and allocatable
+  std::vector<Finding> findings;
+
+  int count(Severity s) const;
+};
+
+struct PolicyView {
+  bool given = false;          // false: no ClusterPolicy, the values below are assumed
+  bool sandboxEnabled = true;
+  Mode defaultWorkload = Mode::kContainer;
+  std::string source;          // the document, or empty
+};
+
+struct CheckNodeReport {
+  PolicyView policy;
+  std::vector<NodeResult> nodes;
+  std::vector<Finding> clusterFindings;  // not about one node (workloads, KubeVirt, policy)
+
+  int count(Severity s) const;
+  int exitCode() const { return count(Severity::kError) > 0 ? 1 : 0; }
+};
+
+struct CheckNodeInput {
+  std::vector<Document> nodes;  // Node documents and Lists of them
+  std::optional<Document> clusterPolicy;
+  std::optional<Document> kubevirt;
+  std::vector<Document> workloads;  // VirtualMachine, VirtualMachineInstance, Pod, pod templates
+  std::vector<Document> statuses;   // hostprep status documents
+  std::optional<VgpuConfigs> vgpuConfigs;
+};
+
+// Runs every check. Documents of the wrong shape (a Pod among the nodes, a Node without a name)
+// are a usage error (exit 2) naming the document; everything else becomes findings.
+Result<CheckNodeReport> checkNodes(const CheckNodeInput& in);
+
+// The report as documented in checks/check-node.schema.json.
+nlohmann::json reportJson(const CheckNodeReport& r);
+// Text: one block per node, cluster findings, and the summary line.
+std::string reportText(const CheckNodeReport& r);
+std::string summaryLine(const CheckNodeReport& r);
+
+}  // namespace hostprep

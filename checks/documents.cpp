@@ -1,0 +1,226 @@
+#include "checks/documents.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+
+#include "drivers/text.hpp"
+
+namespace hostprep {
+namespace {
+
+using nlohmann::json;
+
+// A bound on the converted size, so aliases cannot expand a small file into a huge tree
+// ("billion laughs"): far above any cluster dump.
+constexpr size_t kMaxYamlNodes = 50'000'000;
+
+struct LineCol {
+  size_t line = 1;
+  size_t column = 1;
+};
+
+LineCol position(std::string_view text, size_t byte) {
+  LineCol p;
+  for (size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++p.line;
+      p.column = 1;
+    } else {
+      ++p.column;
+    }
+  }
+  return p;
+}
+
+bool isYamlNull(std::string_view s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
+
+std::optional<bool> yamlBool(std::string_view s) {
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  return std::nullopt;
+}
+
+bool isDigits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+// The YAML 1.2 core schema for a plain (unquoted) scalar: null, bool, int, float, else string.
+json plainScalar(const std::string& s) {
+  if (isYamlNull(s)) return nullptr;
+  if (auto b = yamlBool(s)) return *b;
+  std::string_view body = s;
+  bool neg = false;
+  if (!body.empty() && (body[0] == '-' || body[0] == '+')) {
+    neg = body[0] == '-';
+    body.remove_prefix(1);
+  }
+  if (isDigits(body) && body.size() <= 18) {
+    auto v = static_cast<int64_t>(*parseUnsigned(body));
+    return neg ? -v : v;
+  }
+  // Floats: digits with one '.' and/or an exponent; anything else stays a string.
+  bool digit = false, dot = false, exp = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    char c = body[i];
+    if (c >= '0' && c <= '9') {
+      digit = true;
+    } else if (c == '.' && !dot && !exp) {
+      dot = true;
+    } else if ((c == 'e' || c == 'E') && digit && !exp && i + 1 < body.size()) {
+      exp = true;
+      if (body[i + 1] == '+' || body[i + 1] == '-') ++i;
+    } else {
+      return s;
+    }
+  }
+  if (digit && (dot || exp)) {
+    char* end = nullptr;
+    double d = std::strtod(s.c_str(), &end);
+    if (end && *end == '\0') return d;
+  }
+  return s;
+}
+
+Result<json> toJson(const YAML::Node& n, size_t& budget, std::string_view name) {
+  if (budget == 0) {
+    return usageError(std::string(name) + ": YAML expands to more than " +
+                          std::to_string(kMaxYamlNodes) + " values",
+                      "remove recursive aliases from the input");
+  }
+  --budget;
+  switch (n.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      return json(nullptr);
+    case YAML::NodeType::Scalar:
+      // "!" is yaml-cpp's tag for a quoted scalar: always a string.
+      if (n.Tag() == "!" || n.Tag() == "tag:yaml.org,2002:str") return json(n.Scalar());
+      return plainScalar(n.Scalar());
+    case YAML::NodeType::Sequence: {
+      json a = json::array();
+      for (const auto& item : n) {
+        auto v = toJson(item, budget, name);
+        if (!v) return v;
+        a.push_back(std::move(*v));
+      }
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      json o = json::object();
+      for (const auto& kv : n) {
+        if (!kv.first.IsScalar()) {
+          const auto m = kv.first.Mark();
+          return usageError(std::string(name) + ": unsupported YAML at line " +
+                                std::to_string(m.line + 1) + ", column " +
+                                std::to_string(m.column + 1) + ": a mapping key is not a scalar",
+                            "use plain string keys");
+        }
+        auto v = toJson(kv.second, budget, name);
+        if (!v) return v;
+        o[kv.first.Scalar()] = std::move(*v);
+      }
+      return o;
+    }
+  }
+  return json(nullptr);
+}
+
+Result<std::vector<Document>> parseJson(std::string_view text, std::string_view name) {
+  try {
+    std::vector<Document> out;
+    out.push_back({std::string(name), json::parse(text)});
+    return out;
+  } catch (const json::parse_error& e) {
+    auto p = position(text, e.byte);
+    // what() is "[json.exception.parse_error.101] parse error at line 1, column 2: <detail>".
+    std::string detail = e.what();
+    auto c = detail.find("column ");
+    if (c != std::string::npos) {
+      auto colon = detail.find(": ", c);
+      if (colon != std::string::npos) detail = detail.substr(colon + 2);
+    }
+    return usageError(std::string(name) + ": malformed JSON at line " + std::to_string(p.line) +
+                          ", column " + std::to_string(p.column) + " (byte " +
+                          std::to_string(e.byte) + "): " + detail,
+                      "pass the output of 'kubectl get ... -o json' or '-o yaml' unchanged");
+  }
+}
+
+Result<std::vector<Document>> parseYaml(std::string_view text, std::string_view name) {
+  std::vector<YAML::Node> nodes;
+  try {
+    nodes = YAML::LoadAll(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return usageError(std::string(name) + ": malformed YAML at line " +
+                          std::to_string(e.mark.line + 1) + ", column " +
+                          std::to_string(e.mark.column + 1) + ": " + e.msg,
+                      "pass the output of 'kubectl get ... -o yaml' or '-o json' unchanged");
+  }
+  std::vector<Document> out;
+  size_t budget = kMaxYamlNodes;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].IsNull() || !nodes[i].IsDefined()) continue;
+    auto v = toJson(nodes[i], budget, name);
+    if (!v) return v.error();
+    std::string source(name);
+    if (nodes.size() > 1) source += " (document " + std::to_string(i + 1) + ")";
+    out.push_back({std::move(source), std::move(*v)});
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<Document>> parseDocuments(std::string_view text, std::string_view name) {
+  auto start = text.find_first_not_of(" \t\r\n");
+  if (start == std::string_view::npos) return std::vector<Document>{};
+  if (text[start] == '{' || text[start] == '[') return parseJson(text, name);
+  return parseYaml(text, name);
+}
+
+std::vector<Document> expandLists(const std::vector<Document>& docs) {
+  std::vector<Document> out;
+  for (const auto& d : docs) {
+    const json* items = d.body.is_object() ? at(d.body, {"items"}) : nullptr;
+    if (items && items->is_array()) {
+      for (size_t i = 0; i < items->size(); ++i) {
+        out.push_back({d.source + " (item " + std::to_string(i + 1) + ")", (*items)[i]});
+      }
+    } else {
+      out.push_back(d);
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> scalarText(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  if (v.is_number_unsigned()) return std::to_string(v.get<uint64_t>());
+  if (v.is_number_float()) return v.dump();
+  return std::nullopt;
+}
+
+const json* at(const json& v, std::initializer_list<std::string_view> path) {
+  const json* cur = &v;
+  for (auto key : path) {
+    if (!cur->is_object()) return nullptr;
+    auto it = cur->find(key);
+    if (it == cur->end()) return nullptr;
+    cur = &*it;
+  }
+  return cur;
+}
+
+std::string kindOf(const json& v) {
+  const json* k = at(v, {"kind"});
+  return k && k->is_string() ? k->get<std::string>() : std::string();
+}
+
+}  // namespace hostprep

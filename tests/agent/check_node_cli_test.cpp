@@ -1,0 +1,96 @@
+// hostprep check-node as users run it: exit codes, stdin, JSON, the operands table.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unistd.h>
+
+#include "tests/support/run.hpp"
+
+using hostprep::test::runHostprep;
+
+namespace {
+std::string fx(const std::string& rel) { return std::string(HOSTPREP_FIXTURES_DIR) + "/cluster/" + rel; }
+}  // namespace
+
+TEST_CASE("check-node on the clean cluster exits 0 with the summary line", "[cli][check-node]") {
+  auto r = runHostprep({"check-node", fx("clean/nodes.json"), "--cluster-policy", fx("clean/cluster-policy.yaml"),
+                        "--kubevirt", fx("clean/kubevirt.yaml"), "--vms", fx("clean/workloads.yaml"),
+                        "--status", fx("clean/status-gpu-b.json")});
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.out, Catch::Contains("gpu-b: vm-passthrough (label), 2 GPUs: ok\n"));
+  CHECK_THAT(r.out, Catch::EndsWith("3 nodes, 3 ok\n"));
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("check-node exits 1 on an error finding and prints it under its node", "[cli][check-node]") {
+  auto r = runHostprep({"check-node", fx("broken/passthrough-with-gpu.json"), "--cluster-policy",
+                        fx("clean/cluster-policy.yaml")});
+  CHECK(r.exitCode == 1);
+  CHECK_THAT(r.out, Catch::Contains("gpu-p: vm-passthrough (label), 2 GPUs: 2 errors\n"
+                                    "  error resource-wrong-kind: advertises nvidia.com/gpu (2)"));
+  CHECK_THAT(r.out, Catch::EndsWith("1 node, 0 ok, 1 with errors\n"));
+}
+
+TEST_CASE("check-node: warnings alone exit 0", "[cli][check-node]") {
+  // No --cluster-policy with sandbox labels: a warning about the assumption, nothing else.
+  auto r = runHostprep({"check-node", fx("clean/nodes.json")});
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.out, Catch::Contains("warning cluster-policy-assumed: no --cluster-policy: assumed "
+                                    "sandboxWorkloads.enabled=true"));
+}
+
+TEST_CASE("check-node reads standard input with '-', YAML too, and prints JSON", "[cli][check-node]") {
+  // runHostprep has no stdin: point fd 0 of the child at the fixture by re-opening it here.
+  std::string path = fx("broken/vgpu-a10-4q-four.yaml");
+  int saved = ::dup(0);
+  REQUIRE(saved >= 0);
+  FILE* f = std::freopen(path.c_str(), "r", stdin);
+  REQUIRE(f);
+  auto r = runHostprep({"--output", "json", "check-node", "-", "--cluster-policy", fx("clean/cluster-policy.yaml")});
+  ::dup2(saved, 0);
+  ::close(saved);
+  CHECK(r.exitCode == 1);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["nodes"][0]["source"] == "standard input");
+  REQUIRE(j["findings"].size() == 1);
+  CHECK(j["findings"][0]["id"] == "vgpu-count-mismatch");
+  CHECK(j["findings"][0]["node"] == "gpu-v");
+  CHECK(j["findings"][0]["severity"] == "error");
+}
+
+TEST_CASE("check-node: malformed or unreadable input exits 2 naming the file and position", "[cli][check-node]") {
+  auto r = runHostprep({"check-node", fx("broken/malformed.json")});
+  CHECK(r.exitCode == 2);
+  CHECK(r.out.empty());
+  CHECK_THAT(r.err, Catch::StartsWith("hostprep check-node: " + fx("broken/malformed.json") +
+                                      ": malformed JSON at line 5, column 51 (byte 106): "));
+  r = runHostprep({"check-node", "/nonexistent/nodes.json"});
+  CHECK(r.exitCode == 2);
+  CHECK(r.err == "hostprep check-node: /nonexistent/nodes.json: cannot open: No such file or directory "
+                 "(check the path)\n");
+  r = runHostprep({"check-node", fx("clean/nodes.json"), "--vms", fx("broken/malformed.json")});
+  CHECK(r.exitCode == 2);
+  r = runHostprep({"check-node", fx("clean/workloads.yaml")});
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.err, Catch::Contains("workloads.yaml (document 1): a Pod, not a Node"));
+  r = runHostprep({"check-node"});
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.err, Catch::Contains("no node file given"));
+  r = runHostprep({"check-node", "-", "--vms", "-"});
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.err, Catch::Contains("'-' (standard input) is given 2 times"));
+  r = runHostprep({"--output", "json", "check-node", fx("broken/malformed.json")});
+  CHECK(r.exitCode == 2);
+  CHECK(nlohmann::json::parse(r.out)["ok"] == false);
+}
+
+TEST_CASE("check-node --operands prints the one table", "[cli][check-node]") {
+  auto r = runHostprep({"check-node", "--operands"});
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.out, Catch::Contains("sandbox-device-plugin  -          yes             yes"));
+  r = runHostprep({"--output", "json", "check-node", "--operands"});
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j[0]["operand"] == "driver");
+  CHECK(j[0]["label"] == "nvidia.com/gpu.deploy.driver");
+}

@@ -1,0 +1,110 @@
+#include "checks/documents.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "checks/operands.hpp"
+#include "checks/vgpu_configs.hpp"
+
+using namespace hostprep;
+
+TEST_CASE("YAML scalars convert like kubectl's JSON would read them", "[documents]") {
+  auto d = parseDocuments("a: 2\nb: \"2\"\nc: true\nd: ~\ne: 10DE:2236\nf: 1.5\ng: -3\nh: [x, 'y']\n", "t.yaml");
+  REQUIRE(d);
+  REQUIRE(d->size() == 1);
+  const auto& j = d->front().body;
+  CHECK(j["a"] == 2);
+  CHECK(j["b"] == "2");
+  CHECK(j["c"] == true);
+  CHECK(j["d"].is_null());
+  CHECK(j["e"] == "10DE:2236");
+  CHECK(j["f"] == 1.5);
+  CHECK(j["g"] == -3);
+  CHECK(j["h"] == nlohmann::json({"x", "y"}));
+  CHECK(scalarText(j["a"]) == std::optional<std::string>("2"));
+  CHECK(scalarText(j["c"]) == std::optional<std::string>("true"));
+}
+
+TEST_CASE("multi-document YAML gives one document each, empty ones skipped", "[documents]") {
+  auto d = parseDocuments("kind: Pod\n---\n---\nkind: VirtualMachine\n", "vms.yaml");
+  REQUIRE(d);
+  REQUIRE(d->size() == 2);
+  CHECK(d->at(0).source == "vms.yaml (document 1)");
+  CHECK(d->at(1).source == "vms.yaml (document 3)");
+  CHECK(kindOf(d->at(1).body) == "VirtualMachine");
+}
+
+TEST_CASE("malformed input names the file and the position", "[documents]") {
+  auto j = parseDocuments("{\n  \"a\": 1,\n  \"b\": }\n", "nodes.json");
+  REQUIRE_FALSE(j);
+  CHECK(j.error().exit == Exit::kUsage);
+  CHECK_THAT(j.error().message, Catch::StartsWith("nodes.json: malformed JSON at line 3, column 8 (byte 20): "));
+  auto y = parseDocuments("a: [1, 2\nb: c\n", "nodes.yaml");
+  REQUIRE_FALSE(y);
+  CHECK_THAT(y.error().message, Catch::StartsWith("nodes.yaml: malformed YAML at line "));
+  CHECK(parseDocuments("  \n", "empty")->empty());
+}
+
+TEST_CASE("Lists expand to their items", "[documents]") {
+  auto d = parseDocuments(R"({"kind":"List","items":[{"kind":"Node"},{"kind":"Node"}]})", "n.json");
+  REQUIRE(d);
+  auto items = expandLists(*d);
+  REQUIRE(items.size() == 2);
+  CHECK(items[1].source == "n.json (item 2)");
+}
+
+TEST_CASE("the vgpu-device-manager config reader", "[vgpu-config]") {
+  auto d = parseDocuments(
+      "version: v1\nvgpu-configs:\n  default:\n    - device-filter: [\"0x223610DE\", \"10de:1eb8\"]\n"
+      "      devices: all\n      vgpu-devices: {\"A10-12Q\": 2}\n  split:\n    - devices: [0]\n"
+      "      vgpu-devices: {\"A10-4Q\": 6}\n",
+      "cfg.yaml");
+  REQUIRE(d);
+  auto c = readVgpuConfigs(d->front());
+  REQUIRE(c);
+  const auto& def = c->configs.at("default").front();
+  REQUIRE(def.deviceFilter.size() == 2);
+  CHECK(def.deviceFilter[0] == PciId{0x10de, 0x2236});
+  CHECK(def.deviceFilter[1] == PciId{0x10de, 0x1eb8});
+  CHECK(def.allDevices);
+  CHECK(def.vgpuDevices == std::vector<std::pair<std::string, int>>{{"A10-12Q", 2}});
+  CHECK_FALSE(c->configs.at("split").front().allDevices);
+  CHECK(c->configs.at("split").front().devices == std::vector<int>{0});
+
+  auto bad = parseDocuments("version: v1\nvgpu-configs:\n  x:\n    - vgpu-devices: {\"A10-4Q\": many}\n", "bad.yaml");
+  REQUIRE(bad);
+  auto e = readVgpuConfigs(bad->front());
+  REQUIRE_FALSE(e);
+  CHECK(e.error().message == "bad.yaml: vgpu-configs.x[0].vgpu-devices.A10-4Q: '\"many\"' is not a count");
+
+  // The ConfigMap the operator ships.
+  auto cm = parseDocuments(
+      "kind: ConfigMap\ndata:\n  config.yaml: |\n    version: v1\n    vgpu-configs:\n      A10-4Q:\n"
+      "        - devices: all\n          vgpu-devices: {\"A10-4Q\": 6}\n",
+      "cm.yaml");
+  REQUIRE(cm);
+  auto c2 = readVgpuConfigs(cm->front());
+  REQUIRE(c2);
+  CHECK(c2->configs.at("A10-4Q").front().vgpuDevices.front().second == 6);
+}
+
+TEST_CASE("the operands table per mode (DOMAIN.md §1)", "[operands]") {
+  auto names = [](Mode m, Need n) {
+    std::vector<std::string> v;
+    for (const auto& o : operandTable()) {
+      if (o.in(m) == n) v.emplace_back(o.name);
+    }
+    return v;
+  };
+  CHECK(names(Mode::kContainer, Need::kYes) ==
+        std::vector<std::string>{"driver", "container-toolkit", "device-plugin", "gpu-feature-discovery",
+                                 "dcgm", "dcgm-exporter", "node-status-exporter", "operator-validator"});
+  CHECK(names(Mode::kVmPassthrough, Need::kYes) ==
+        std::vector<std::string>{"vfio-manager", "sandbox-device-plugin", "sandbox-validator"});
+  CHECK(names(Mode::kVmVgpu, Need::kYes) ==
+        std::vector<std::string>{"vgpu-manager", "vgpu-device-manager", "sandbox-device-plugin", "sandbox-validator"});
+  CHECK(names(Mode::kVmPassthrough, Need::kOptional) == std::vector<std::string>{"kata-manager", "cc-manager"});
+  REQUIRE(findOperand("vfio-manager"));
+  CHECK(deployLabel(*findOperand("vfio-manager")) == "nvidia.com/gpu.deploy.vfio-manager");
+  CHECK_FALSE(findOperand("nope"));
+  CHECK_THAT(formatOperandsTable(), Catch::Contains("vfio-manager           -          yes             -"));
+}
