@@ -225,8 +225,13 @@ hp_t_dry_run() {
 }
 
 hp_t_round_trip() {
-    modprobe vfio_iommu_type1     # busybox modprobe ignores vfio's softdep (see README)
+    # Start with no VFIO module loaded: hostprep loads vfio-pci with libkmod, which must also
+    # bring in vfio_iommu_type1 (a softdep of vfio), or no VMM could attach the group.
+    rmmod vfio_pci vfio_pci_core vfio_iommu_type1 vfio_virqfd mdev vfio 2>/dev/null || true
+    ! grep -qE '^(vfio_pci|vfio_iommu_type1) ' /proc/modules || note "could not unload vfio modules first"
     hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A,$EDU_B
+    grep -q '^vfio_pci ' /proc/modules || die "vfio_pci not loaded by hostprep"
+    grep -q '^vfio_iommu_type1 ' /proc/modules || die "vfio_iommu_type1 (softdep of vfio) not loaded: groups cannot be attached"
     expect_vfio_group $EDU_A
     expect_vfio_group $EDU_B
     expect_drv $EDU_C standin "unselected $EDU_C"
@@ -236,6 +241,18 @@ hp_t_round_trip() {
     [ -n "$(standin_node $EDU_A)" ] || die "no /dev/standin node for $EDU_A after container"
     expect_boot_state "after the round trip"
     expect_no_journal
+}
+
+hp_t_status() {
+    local d=$EDU_A,$EDU_B
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $d
+    hp_expect 0 --output json status $HP_IDS --devices $d
+    grep -q '"actualMode": "vm-passthrough"' $T/hp.out || die "status: actualMode is not vm-passthrough"
+    grep -q '"converged": true' $T/hp.out || die "status: not converged after prepare"
+    hp_expect 0 prepare --mode container $HP_IDS --devices $d
+    hp_expect 0 --output json status $HP_IDS --devices $d
+    grep -q '"actualMode": "container"' $T/hp.out || die "status: actualMode is not container"
+    expect_boot_state
 }
 
 hp_t_idempotent() {
