@@ -1,0 +1,97 @@
+#!/bin/bash
+# Build the guest initramfs for the VM harness.
+#
+#   tests/vm/build-initramfs.sh [HOSTPREP_BINARY]     -> prints the path of the initramfs
+#
+# Contents: static busybox (applet links made by /init), the guest kernel's modules the tests need
+# (with their dependencies, indexed by kmod's depmod so libkmod works in the guest), standin.ko and
+# mtty.ko built against the fetched headers, the static helpers, the guest test scripts, and -- when
+# given -- the hostprep binary with the shared libraries ldd reports plus the dynamic loader.
+# Work files go to ${HOSTPREP_VM_WORK:-$CACHE/work}; module and helper builds are skipped when
+# their sources have not changed.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+HOSTPREP=${1:-}
+ENV=$("$HERE/fetch.sh")
+# shellcheck disable=SC1090
+. "$ENV"
+CACHE=${HOSTPREP_VM_CACHE:-$HOME/.cache/hostprep-vm}
+WORK=${HOSTPREP_VM_WORK:-$CACHE/work}
+mkdir -p "$WORK"
+log() { echo "build-initramfs: $*" >&2; }
+
+# --- out-of-tree modules -------------------------------------------------------------------
+build_module() { # name, source files...
+    local name=$1; shift
+    local dir=$WORK/mod-$name
+    local sum
+    sum=$( (echo "$KVER"; cat "$@") | sha256sum | cut -d' ' -f1)
+    if [ -e "$dir/$name.ko" ] && [ "$(cat "$dir/.sum" 2>/dev/null)" = "$sum" ]; then
+        return
+    fi
+    log "building $name.ko against $KVER"
+    rm -rf "$dir"; mkdir -p "$dir"
+    cp "$@" "$dir/"
+    echo "obj-m := $name.o" > "$dir/Kbuild"
+    make -s -C "$KHEADERS" M="$dir" modules >"$dir/build.log" 2>&1 \
+        || { cat "$dir/build.log" >&2; exit 1; }
+    echo "$sum" > "$dir/.sum"
+}
+build_module standin "$HERE/standin/standin.c"
+build_module mtty "$MTTY_SRC"
+
+# --- static helpers ------------------------------------------------------------------------
+mkdir -p "$WORK/bin"
+for h in vfio-group-status hold sysfs-write; do
+    if [ ! -x "$WORK/bin/$h" ] || [ "$HERE/$h.c" -nt "$WORK/bin/$h" ]; then
+        log "building $h"
+        gcc -static -O2 -Wall -Wextra -Werror -o "$WORK/bin/$h" "$HERE/$h.c"
+    fi
+done
+
+# --- root file system ----------------------------------------------------------------------
+R=$WORK/rootfs
+rm -rf "$R"
+mkdir -p "$R"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin,etc,proc,sys,dev,run,tmp,root,var,tests} \
+         "$R/lib/modules/$KVER/extra"
+cp "$BUSYBOX" "$R/bin/busybox"
+ln -s busybox "$R/bin/sh"
+ln -s ../bin/busybox "$R/sbin/modprobe"     # the kernel's request_module() runs /sbin/modprobe
+echo 'root:x:0:0:root:/root:/bin/sh' > "$R/etc/passwd"
+echo 'root:x:0:' > "$R/etc/group"
+
+# Modules (and what they depend on), at their usual paths.
+MODS=(vfio vfio_pci vfio_pci_core vfio_iommu_type1 vfio_virqfd irqbypass mdev pci_pf_stub
+      e1000e nvme nvme_core crc64_rocksoft_generic snd_hda_intel snd_hda_codec_generic)
+for m in "${MODS[@]}"; do
+    "$KMODPROBE" -d "$KROOT" -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" { print $2 }'
+done | sort -u | while read -r ko; do
+    rel=${ko#"$KROOT"/}
+    mkdir -p "$R/$(dirname "$rel")"
+    cp "$ko" "$R/$rel"
+done
+cp "$WORK/mod-standin/standin.ko" "$WORK/mod-mtty/mtty.ko" "$R/lib/modules/$KVER/extra/"
+cp "$KMODDIR"/modules.{builtin,builtin.modinfo,order} "$R/lib/modules/$KVER/"
+"$DEPMOD" -b "$R" "$KVER"
+
+cp "$WORK/bin/vfio-group-status" "$WORK/bin/hold" "$WORK/bin/sysfs-write" "$R/usr/local/bin/"
+cp "$HERE"/guest/*.sh "$R/tests/"
+install -m 0755 "$HERE/guest/init" "$R/init"
+
+# hostprep and its shared libraries (paths as ldd reports them, plus the loader).
+if [ -n "$HOSTPREP" ]; then
+    [ -x "$HOSTPREP" ] || { log "not an executable: $HOSTPREP"; exit 1; }
+    # Debug info only slows the guest's initramfs unpacking under TCG.
+    strip --strip-debug -o "$R/usr/bin/hostprep" "$HOSTPREP" 2>/dev/null || cp "$HOSTPREP" "$R/usr/bin/hostprep"
+    ldd "$HOSTPREP" | awk '/=> \// { print $3 } /^\t\// { print $1 }' | sort -u | while read -r lib; do
+        mkdir -p "$R/$(dirname "$lib")"
+        cp -L "$lib" "$R/$lib"
+    done
+fi
+
+OUT=$WORK/initramfs.cpio.gz
+(cd "$R" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 > "$OUT.tmp"
+mv "$OUT.tmp" "$OUT"
+log "$(du -h "$OUT" | cut -f1) $OUT"
+echo "$OUT"

@@ -1,0 +1,147 @@
+#!/bin/sh
+# The VM benchmarks (tests/bench/run boots this with --suite bench). Not tests: prints figures as
+# "BENCH <name> <value>" lines (one per repetition; the host takes medians), and at the end the
+# usual "N passed, N failed" line, where a failure means a benchmark could not run as designed
+# (a switch that did not end where it should, a missed status update).
+# Needs /usr/local/bin/benchtool (tests/bench/vm/benchtool.c; tests/bench/run appends it to the
+# initramfs). Repetitions: hp.n=N (switch), hp.nslow=N (slow teardown), hp.nagent=N (rebinds).
+. /tests/lib.sh
+N=11; NSLOW=5; NAGENT=100
+for arg in $(cat /proc/cmdline); do
+    case $arg in
+        hp.n=*) N=${arg#hp.n=} ;;
+        hp.nslow=*) NSLOW=${arg#hp.nslow=} ;;
+        hp.nagent=*) NAGENT=${arg#hp.nagent=} ;;
+    esac
+done
+BT=/usr/local/bin/benchtool
+NOK=0; NBAD=0
+ok() { NOK=$((NOK + 1)); }
+bad() { echo "FAIL $*"; NBAD=$((NBAD + 1)); }
+
+for m in e1000e nvme snd_hda_intel standin; do modprobe $m || echo "HPVM: modprobe $m failed"; done
+for i in 1 2 3 4 5 6 7 8 9 10; do
+    [ "$(drv $HDA_C)" = snd_hda_intel ] && [ "$(drv $NVME)" = nvme ] && break
+    usleep 200000
+done
+# Both sides start with vfio loaded (busybox modprobe ignores vfio's softdep on type1).
+modprobe vfio_iommu_type1; modprobe vfio_pci
+pci_state > $T/state.boot
+[ -x $BT ] || { echo "FAIL bench: no $BT in the initramfs"; echo "0 passed, 1 failed"; exit 0; }
+
+# The four stand-in GPUs hostprep may move (D shares its group with a foreign NIC: refused) and
+# every function that moves with them: C's audio companion, E's USB companion (E's bridge stays).
+GPUS=$EDU_A,$EDU_B,$EDU_C,$EDU_E
+FUNCS="$EDU_A $EDU_B $EDU_C $HDA_C $EDU_E $OHCI_E"
+HPIDS="--gpu-ids 1234:11e8 --host-driver standin --devices $GPUS"
+
+# The physical limit: exactly the writes hostprep's plan makes (override, unbind from the current
+# driver, drivers_probe; per function, in plan order), as bare writes from one process.
+writes_to() { # DRIVER|"" -> $T/writes
+    local b d
+    : > $T/writes
+    for b in $FUNCS; do
+        echo "$P/$b/driver_override $1" >> $T/writes
+        d=$(drv $b)
+        [ -z "$d" ] || echo "/sys/bus/pci/drivers/$d/unbind $b" >> $T/writes
+        echo "/sys/bus/pci/drivers_probe $b" >> $T/writes
+    done
+}
+on_vfio() { local b; for b in $FUNCS; do [ "$(drv $b)" = vfio-pci ] || return 1; done; }
+timed() { # NAME CMD... : prints "BENCH NAME <ms>"; a non-zero exit is a failure
+    local name=$1 r
+    shift
+    r=$($BT time $T/timed.out "$@")
+    echo "BENCH $name ${r% *}"
+    [ "${r#* }" = 0 ] || { bad "$name: exit ${r#* }: $(tail -n 3 $T/timed.out | tr '\n' ' ')"; return 1; }
+}
+
+echo "HPVM: bench switch: $N repetitions, functions $FUNCS"
+# One untimed round first: vfio-pci's first probe of each device, page cache for the binary.
+hostprep prepare --mode vm-passthrough $HPIDS > $T/warm.out 2>&1 || bad "warm-up: $(tail -n 3 $T/warm.out)"
+hostprep prepare --mode container $HPIDS > $T/warm.out 2>&1 || bad "warm-up back: $(tail -n 3 $T/warm.out)"
+i=0
+while [ $i -lt $N ]; do
+    timed switch.hostprep.to_vfio hostprep prepare --mode vm-passthrough $HPIDS
+    on_vfio || bad "switch: hostprep left $(pci_state | grep -v vfio-pci | grep -E "$(echo $FUNCS | tr ' ' '|')" | head -1)"
+    timed switch.hostprep.back hostprep prepare --mode container $HPIDS
+    state_diff $T/state.boot > $T/sd || bad "switch: hostprep back: $(tr '\n' ';' < $T/sd)"
+    writes_to vfio-pci
+    timed switch.writes.to_vfio $BT writes $T/writes
+    on_vfio || bad "switch: bare writes left a function off vfio-pci"
+    writes_to ""
+    timed switch.writes.back $BT writes $T/writes
+    state_diff $T/state.boot > $T/sd || bad "switch: bare writes back: $(tr '\n' ';' < $T/sd)"
+    i=$((i + 1))
+done
+ok
+
+echo "HPVM: bench slow teardown: $NSLOW repetitions, remove_delay_ms=1000"
+echo 1000 > /sys/module/standin/parameters/remove_delay_ms
+i=0
+while [ $i -lt $NSLOW ]; do
+    timed slow.hostprep hostprep prepare --mode vm-passthrough $HPIDS
+    on_vfio || bad "slow: hostprep did not move every function"
+    hostprep prepare --mode container $HPIDS > $T/back.out 2>&1 || bad "slow: back: $(tail -n 3 $T/back.out)"
+    timed slow.vfio_manage sh /tests/bench-vfio-manage.sh $FUNCS
+    on_vfio || bad "slow: vfio-manage sequence did not move every function"
+    hostprep prepare --mode container $HPIDS > $T/back.out 2>&1 || bad "slow: back: $(tail -n 3 $T/back.out)"
+    state_diff $T/state.boot > $T/sd || bad "slow: not back at boot state: $(tr '\n' ';' < $T/sd)"
+    i=$((i + 1))
+done
+echo 0 > /sys/module/standin/parameters/remove_delay_ms
+ok
+
+echo "HPVM: bench preflight and where a run's time goes (guest)"
+i=0
+while [ $i -lt 5 ]; do
+    for c in "preflight.guest preflight --mode vm-passthrough $HPIDS" \
+             "cost.startup --version" \
+             "cost.dry_run prepare --mode vm-passthrough --dry-run $HPIDS" \
+             "cost.status status"; do
+        set -- $c
+        name=$1; shift
+        $BT time $T/c.out hostprep "$@" > $T/c.t
+        echo "BENCH $name $(cut -d' ' -f1 $T/c.t)"
+    done
+    i=$((i + 1))
+done
+
+echo "HPVM: bench agent: $NAGENT rebinds of $EDU_B"
+mkdir -p /etc/hostprep
+cat > /etc/hostprep/config.yaml <<EOF
+mode: container
+selection:
+  gpu-ids: ["1234:11e8"]
+  devices: ["$EDU_A", "$EDU_B", "$EDU_C", "$EDU_E"]
+host-driver: standin
+status:
+  path: /run/hostprep/status.json
+reconcile: false
+EOF
+chmod 0644 /etc/hostprep/config.yaml
+hostprep agent > $T/agent.log 2>&1 &
+AGENT=$!
+i=0
+while [ ! -s /run/hostprep/status.json ] && [ $i -lt 100 ]; do usleep 100000; i=$((i + 1)); done
+if [ ! -s /run/hostprep/status.json ]; then
+    bad "agent: no status after 10 s: $(tail -n 5 $T/agent.log | tr '\n' ' ')"
+else
+    $BT agent /run/hostprep/status.json $EDU_B standin $NAGENT > $T/lat 2> $T/lat.err \
+        && ok || bad "agent: $(cat $T/lat.err)"
+    cat $T/lat.err
+    sed 's/^/BENCH agent.latency /' $T/lat
+    echo "BENCH agent.rss_kib $(awk '/^VmRSS:/ { print $2 }' /proc/$AGENT/status)"
+    echo "BENCH agent.hwm_kib $(awk '/^VmHWM:/ { print $2 }' /proc/$AGENT/status)"
+    sleep 2
+    c0=$($BT ctxsw $AGENT)
+    sleep 10
+    c1=$($BT ctxsw $AGENT)
+    echo "BENCH agent.idle_wakeups_10s $((c1 - c0))"
+    echo "BENCH agent.threads $(ls /proc/$AGENT/task | wc -l)"
+fi
+kill $AGENT 2>/dev/null; wait $AGENT 2>/dev/null
+tail -n 3 $T/agent.log | sed 's/^/  agent: /'
+
+state_diff $T/state.boot > $T/sd || bad "final state differs from boot: $(tr '\n' ';' < $T/sd)"
+echo "$NOK passed, $NBAD failed"

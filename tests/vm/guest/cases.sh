@@ -1,0 +1,441 @@
+# Guest test cases (busybox sh). Each function runs in its own subshell under `set -e`; it fails
+# with `die "why"`, skips with `skip "why"`. Kernel-only cases first, hostprep cases after.
+
+# --- boot and topology ---------------------------------------------------------------------
+t_iommu() {
+    [ -e /sys/class/iommu/dmar0 ] || die "no /sys/class/iommu/dmar0"
+    [ -e /sys/firmware/acpi/tables/DMAR ] || die "no DMAR table"
+    [ -n "$(ls /sys/kernel/iommu_groups)" ] || die "no IOMMU groups"
+    dmesg | grep -q "Enabled IRQ remapping" || die "interrupt remapping not enabled"
+}
+
+t_topology() {
+    local b
+    for b in $EDU_A $EDU_B $EDU_C $EDU_D $EDU_E $E1000E $NIC_D $HDA_C $NVME $PBRIDGE $OHCI_E $TESTDEV; do
+        [ -e $P/$b ] || die "missing $b"
+        [ -n "$(grp $b)" ] || die "$b has no IOMMU group"
+    done
+    [ "$(grp $EDU_C)" = "$(grp $HDA_C)" ] || die "rp1 functions not in one group"
+    [ "$(grp $EDU_D)" = "$(grp $NIC_D)" ] || die "rp2 functions not in one group"
+    [ "$(grp $EDU_E)" = "$(grp $OHCI_E)" ] && [ "$(grp $EDU_E)" = "$(grp $PBRIDGE)" ] \
+        || die "bridge group: bridge $(grp $PBRIDGE) edu $(grp $EDU_E) ohci $(grp $OHCI_E)"
+    for b in $EDU_A $EDU_B $E1000E $NVME $TESTDEV; do
+        [ "$(ls /sys/kernel/iommu_groups/$(grp $b)/devices | wc -l)" = 1 ] || die "$b not alone in its group"
+    done
+    [ "$(ls /sys/kernel/iommu_groups/$(grp $EDU_C)/devices | wc -l)" = 2 ] || die "rp1 group size"
+}
+
+t_drivers() {
+    expect_drv $E1000E e1000e
+    expect_drv $NIC_D e1000e
+    expect_drv $NVME nvme
+    expect_drv $HDA_C snd_hda_intel
+    expect_drv $TESTDEV ""
+    expect_drv $OHCI_E ""
+    local b n
+    for b in $EDUS; do
+        expect_drv $b standin
+        n=$(standin_node $b)
+        [ -n "$n" ] && [ -c "$n" ] || die "$b: no /dev/standin node"
+    done
+}
+
+# --- standin behaves like nvidia ------------------------------------------------------------
+t_standin_remove_blocks() {
+    local n t0 t1
+    n=$(standin_node $EDU_B)
+    hold_start $n
+    (echo $EDU_B > /sys/bus/pci/drivers/standin/unbind; echo done > $T/unbind.done) &
+    sleep 1
+    [ ! -e $T/unbind.done ] || die "unbind returned while $n was open"
+    [ -e $n ] || die "$n vanished while remove() waits"
+    # Kernel fact: __device_release_driver() removes the driver link *before* calling remove(),
+    # so a hung unbind already looks driverless in sysfs.
+    expect_drv $EDU_B "" "driver link during a blocked remove()"
+    t0=$(now_ms)
+    hold_stop
+    i=0; while [ ! -e $T/unbind.done ] && [ $i -lt 30 ]; do usleep 100000; i=$((i + 1)); done
+    t1=$(now_ms)
+    [ -e $T/unbind.done ] || die "unbind did not finish after the holder closed"
+    [ $((t1 - t0)) -lt 2000 ] || die "unbind took $((t1 - t0)) ms after close"
+    [ ! -e $n ] || die "$n still present after remove"
+    echo $EDU_B > /sys/bus/pci/drivers/standin/bind
+    expect_drv $EDU_B standin
+}
+
+t_standin_remove_delay() {
+    local t0 t1
+    echo 1500 > /sys/module/standin/parameters/remove_delay_ms
+    t0=$(now_ms)
+    echo $EDU_B > /sys/bus/pci/drivers/standin/unbind
+    t1=$(now_ms)
+    echo 0 > /sys/module/standin/parameters/remove_delay_ms
+    [ $((t1 - t0)) -ge 1400 ] || die "unbind took only $((t1 - t0)) ms with remove_delay_ms=1500"
+    echo $EDU_B > /sys/bus/pci/drivers/standin/bind
+    expect_drv $EDU_B standin
+}
+
+# --- kernel ABI facts hostprep relies on (DOMAIN.md section 4) --------------------------------
+t_abi_unbind_enodev() {
+    [ "$(sysfs-write /sys/bus/pci/drivers/e1000e/unbind $EDU_A || true)" = ENODEV ] \
+        || die "unbind from a driver the device is not bound to should be ENODEV"
+    expect_drv $EDU_A standin
+}
+
+t_vfio_manual_round_trip() {
+    local g
+    # vfio's softdep on vfio_iommu_type1 is ignored by busybox modprobe; load it by hand.
+    modprobe vfio-pci
+    modprobe vfio_iommu_type1
+    g=$(grp $EDU_A)
+    vfio_bind $EDU_A
+    expect_drv $EDU_A vfio-pci
+    [ -c /dev/vfio/$g ] || die "/dev/vfio/$g missing"
+    vfio-group-status --attach $g || die "group $g not usable"
+    host_bind $EDU_A
+    expect_drv $EDU_A standin
+    [ -n "$(standin_node $EDU_A)" ] || die "no /dev/standin node after rebind"
+}
+
+t_vfio_group_not_viable() {
+    local g
+    modprobe vfio-pci
+    modprobe vfio_iommu_type1
+    g=$(grp $EDU_C)
+    vfio_bind $EDU_C
+    expect_drv $EDU_C vfio-pci
+    expect_drv $HDA_C snd_hda_intel
+    set +e; vfio-group-status $g; rc=$?; set -e
+    [ $rc = 1 ] || die "group $g with snd_hda_intel member: helper exit $rc, expected 1 (not viable)"
+    vfio_bind $HDA_C
+    vfio-group-status --attach $g || die "group $g still not viable with both on vfio-pci"
+    host_bind $HDA_C
+    host_bind $EDU_C
+    expect_drv $EDU_C standin
+    wait_drv $HDA_C snd_hda_intel 30 || die "$HDA_C not back on snd_hda_intel"
+}
+
+t_abi_probe_nothing_binds() {
+    # drivers_probe succeeds although vfio-pci refuses a bridge: only the driver link tells.
+    echo vfio-pci > $P/$PBRIDGE/driver_override
+    r=$(sysfs-write /sys/bus/pci/drivers_probe $PBRIDGE || true)
+    echo > $P/$PBRIDGE/driver_override
+    [ "$r" = OK ] || die "drivers_probe returned $r"
+    expect_drv $PBRIDGE "" "bridge must not bind to vfio-pci"
+}
+
+# --- SR-IOV on the nvme PF --------------------------------------------------------------------
+t_sriov() {
+    local f=$P/$NVME/sriov_numvfs r
+    [ "$(cat $P/$NVME/sriov_totalvfs)" = 4 ] || die "sriov_totalvfs=$(cat $P/$NVME/sriov_totalvfs)"
+    echo 0 > $P/$NVME/sriov_drivers_autoprobe
+    r=$(sysfs-write $f 2 || true); [ $r = OK ] || die "enable 2 VFs: $r"
+    [ "$(cat $f)" = 2 ] || die "sriov_numvfs reads $(cat $f)"
+    [ -e $P/$NVME/virtfn0 ] && [ -e $P/$NVME/virtfn1 ] && [ ! -e $P/$NVME/virtfn2 ] || die "virtfn links"
+    vf=$(basename $(readlink $P/$NVME/virtfn0))
+    [ -z "$(drv $vf)" ] || die "VF $vf bound to $(drv $vf) with autoprobe off"
+    [ -n "$(grp $vf)" ] || die "VF $vf has no IOMMU group"
+    r=$(sysfs-write $f 3 || true); [ $r = EBUSY ] || die "2 -> 3 VFs: $r, expected EBUSY"
+    r=$(sysfs-write $f 5 || true); [ $r = ERANGE ] || die "5 VFs (> total 4): $r, expected ERANGE"
+    r=$(sysfs-write $f 0 || true); [ $r = OK ] || die "disable: $r"
+    [ ! -e $P/$NVME/virtfn0 ] || die "virtfn0 still there"
+    r=$(sysfs-write $f 4 || true); [ $r = OK ] || die "enable 4: $r"
+    r=$(sysfs-write $f 0 || true); [ $r = OK ] || die "disable: $r"
+    # no PF driver -> ENOENT
+    echo $NVME > /sys/bus/pci/drivers/nvme/unbind
+    r=$(sysfs-write $f 1 || true)
+    echo $NVME > /sys/bus/pci/drivers/nvme/bind
+    [ $r = ENOENT ] || die "enable without a PF driver: $r, expected ENOENT"
+    expect_drv $NVME nvme
+    echo 1 > $P/$NVME/sriov_drivers_autoprobe
+}
+
+t_sriov_vfio_refuses_pf() {
+    # vfio-pci will not take a PF whose VFs are enabled: the probe fails, drivers_probe does not.
+    local f=$P/$NVME/sriov_numvfs r
+    modprobe vfio-pci
+    echo 0 > $P/$NVME/sriov_drivers_autoprobe
+    echo 1 > $f
+    vfio_bind $NVME
+    got=$(drv $NVME)
+    dmesg | tail -n 20 | grep -q "Cannot bind to PF with SR-IOV enabled" || echo "(no vfio-pci message in dmesg)"
+    numvfs=$(cat $f)
+    host_bind $NVME
+    wait_drv $NVME nvme 30 || die "nvme PF not back on nvme"
+    echo 0 > $f 2>/dev/null || true
+    echo 1 > $P/$NVME/sriov_drivers_autoprobe
+    [ -z "$got" ] || die "PF with VFs ended on '$got', expected no driver"
+    note "sriov_numvfs after unbinding nvme from the PF: $numvfs (the PF driver's remove does not disable VFs)"
+}
+
+# --- mdev on mtty -----------------------------------------------------------------------------
+t_mdev() {
+    local types t u avail r
+    modprobe mtty
+    types=/sys/class/mdev_bus/mtty/mdev_supported_types
+    [ -d $types ] || die "no $types"
+    t=$(ls -d $types/*-1 | head -n1)
+    [ -n "$t" ] || die "no single-port type under $types: $(ls $types)"
+    [ "$(cat $t/name)" = "Single port serial" ] || die "type name '$(cat $t/name)'"
+    [ "$(cat $t/device_api)" = vfio-pci ] || die "device_api '$(cat $t/device_api)'"
+    avail=$(cat $t/available_instances)
+    u=$(cat /proc/sys/kernel/random/uuid)
+    r=$(sysfs-write $t/create $u || true); [ $r = OK ] || die "create: $r"
+    [ -d /sys/bus/mdev/devices/$u ] || die "mdev $u not on the mdev bus"
+    [ "$(cat $t/available_instances)" = $((avail - 1)) ] || die "available_instances did not count down"
+    [ "$(basename $(readlink /sys/bus/mdev/devices/$u/mdev_type))" = "$(basename $t)" ] || die "mdev_type link"
+    [ -e $t/devices/$u ] || die "$t/devices/$u missing"
+    g=$(basename $(readlink /sys/bus/mdev/devices/$u/iommu_group))
+    [ -c /dev/vfio/$g ] || die "/dev/vfio/$g missing for the mdev"
+    r=$(sysfs-write $t/create $u || true); [ $r = EEXIST ] || die "create twice: $r, expected EEXIST"
+    r=$(sysfs-write $t/create not-a-uuid || true); [ $r = EINVAL ] || die "bad uuid: $r, expected EINVAL"
+    r=$(sysfs-write /sys/bus/mdev/devices/$u/remove 1 || true); [ $r = OK ] || die "remove: $r"
+    [ ! -e /sys/bus/mdev/devices/$u ] || die "mdev still present"
+    [ "$(cat $t/available_instances)" = $avail ] || die "available_instances not restored"
+    rmmod mtty
+}
+
+# --- hostprep ----------------------------------------------------------------------------------
+hp_t_runs() {
+    hp_expect 0 --version
+    hp_expect 0 --help
+    hp_expect 2 prepare --mode no-such-mode
+}
+
+# preflight: the IOMMU checks must pass on this guest (KVM cannot: TCG offers no /dev/kvm, so the
+# overall verdict is not asserted).
+hp_t_preflight() {
+    hp preflight --mode vm-passthrough $HP_IDS --devices $EDU_A,$EDU_B,$EDU_C --color never
+    [ "$HP_RC" = 0 ] || [ "$HP_RC" = 1 ] || die "exit $HP_RC"
+    for c in "IOMMU in firmware" "IOMMU enabled by the kernel" "Interrupt remapping" "VFIO modules" \
+             "IOMMU group isolation" "GPUs present"; do
+        grep -qE "^PASS +$c" $T/hp.out || die "check '$c' did not PASS: $(grep -E "^[A-Z]+ +$c" $T/hp.out)"
+    done
+    hp preflight --mode vm-passthrough $HP_IDS --devices $EDU_D --color never
+    [ "$HP_RC" = 1 ] || die "preflight for $EDU_D (foreign device in its group): exit $HP_RC, expected 1"
+    grep -qE "^FAIL +IOMMU group isolation.*$NIC_D" $T/hp.out || die "group isolation did not FAIL naming $NIC_D"
+    expect_boot_state
+}
+
+hp_t_dry_run() {
+    hp_expect 0 prepare --mode vm-passthrough --dry-run $HP_IDS --devices $EDU_A,$EDU_C
+    grep -q "$HDA_C" $T/hp.out || die "dry run does not list the companion $HDA_C"
+    expect_boot_state "after a dry run"
+    expect_no_journal
+}
+
+hp_t_round_trip() {
+    # Start with no VFIO module loaded: hostprep loads vfio-pci with libkmod, which must also
+    # bring in vfio_iommu_type1 (a softdep of vfio), or no VMM could attach the group.
+    rmmod vfio_pci vfio_pci_core vfio_iommu_type1 vfio_virqfd mdev vfio 2>/dev/null || true
+    ! grep -qE '^(vfio_pci|vfio_iommu_type1) ' /proc/modules || note "could not unload vfio modules first"
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A,$EDU_B
+    grep -q '^vfio_pci ' /proc/modules || die "vfio_pci not loaded by hostprep"
+    grep -q '^vfio_iommu_type1 ' /proc/modules || die "vfio_iommu_type1 (softdep of vfio) not loaded: groups cannot be attached"
+    expect_vfio_group $EDU_A
+    expect_vfio_group $EDU_B
+    expect_drv $EDU_C standin "unselected $EDU_C"
+    expect_no_journal
+    hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_A,$EDU_B
+    expect_drv $EDU_A standin; expect_drv $EDU_B standin
+    [ -n "$(standin_node $EDU_A)" ] || die "no /dev/standin node for $EDU_A after container"
+    expect_boot_state "after the round trip"
+    expect_no_journal
+}
+
+hp_t_status() {
+    local d=$EDU_A,$EDU_B
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $d
+    hp_expect 0 --output json status $HP_IDS --devices $d
+    grep -q '"actualMode": "vm-passthrough"' $T/hp.out || die "status: actualMode is not vm-passthrough"
+    grep -q '"converged": true' $T/hp.out || die "status: not converged after prepare"
+    hp_expect 0 prepare --mode container $HP_IDS --devices $d
+    hp_expect 0 --output json status $HP_IDS --devices $d
+    grep -q '"actualMode": "container"' $T/hp.out || die "status: actualMode is not container"
+    expect_boot_state
+}
+
+hp_t_idempotent() {
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A
+    pci_state > $T/s1; d1=$(dmesg | wc -l)
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A
+    grep -qi "nothing to do" $T/hp.out || die "second vm-passthrough run did not say 'nothing to do'"
+    state_diff $T/s1 > $T/sd.out || die "second run changed: $(tr '\n' ';' < $T/sd.out)"
+    [ "$(dmesg | wc -l)" = "$d1" ] || die "second run made the kernel log: $(dmesg | tail -n +$((d1 + 1)) | head -3)"
+    hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_A
+    hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_A
+    grep -qi "nothing to do" $T/hp.out || die "second container run did not say 'nothing to do'"
+    expect_boot_state
+}
+
+hp_t_shared_group() {
+    modprobe vfio_iommu_type1
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_C
+    expect_drv $HDA_C vfio-pci "companion $HDA_C (same IOMMU group)"
+    expect_vfio_group $EDU_C
+    back_to_container $EDU_C
+    wait_drv $HDA_C snd_hda_intel 30 || die "$HDA_C not back on snd_hda_intel: '$(drv $HDA_C)'"
+    expect_boot_state
+}
+
+hp_t_bridge_group() {
+    modprobe vfio_iommu_type1
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_E
+    expect_drv $OHCI_E vfio-pci "USB companion behind the bridge"
+    expect_drv $PBRIDGE "" "the pcie-pci-bridge"
+    [ "$(ovr $PBRIDGE)" = "" ] || die "bridge got driver_override '$(ovr $PBRIDGE)'"
+    expect_vfio_group $EDU_E
+    back_to_container $EDU_E
+    expect_boot_state
+}
+
+hp_t_foreign_refused() {
+    hp_expect 3 prepare --mode vm-passthrough $HP_IDS --devices $EDU_D
+    grep -q "$NIC_D" $T/hp.out || die "refusal does not name the foreign device $NIC_D"
+    expect_boot_state "after the refusal"
+    # The default selection (every edu) includes EDU_D: the whole run is refused, nothing moves.
+    hp_expect 3 prepare --mode vm-passthrough $HP_IDS
+    expect_boot_state "after refusing the full selection"
+    expect_no_journal
+}
+
+hp_t_in_use() {
+    local n
+    n=$(standin_node $EDU_A)
+    hold_start $n
+    hp_bg 300 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A
+    if [ -z "$HP_RC" ]; then
+        hold_stop; wait $HP_PID || true
+        die "hostprep still running after 30 s while $n was held (blocked in unbind?)"
+    fi
+    [ "$HP_RC" = 3 ] || die "exit $HP_RC, expected 3"
+    grep -q "pid $HOLD_PID" $T/hp.out || die "output does not name the holder pid $HOLD_PID"
+    note "refused in $HP_MS ms"
+    hold_stop
+    expect_boot_state "after the in-use refusal"
+    expect_no_journal
+}
+
+hp_t_mid_plan_failure() {
+    # EDU_A moves first; the nvme PF (selected through --gpu-ids) has a VF enabled, which
+    # vfio-pci refuses ("Cannot bind to PF with SR-IOV enabled", EBUSY) after the nvme unbind.
+    echo 0 > $P/$NVME/sriov_drivers_autoprobe
+    echo 1 > $P/$NVME/sriov_numvfs
+    pci_state > $T/s1
+    hp_expect 1 prepare --mode vm-passthrough --gpu-ids 1234:11e8,1b36:0010 --host-driver standin \
+        --devices $EDU_A,$NVME
+    grep -q "$EDU_A.*ok" $T/hp.out || note "EDU_A was not moved before the failure (plan order changed?)"
+    state_diff $T/s1 > $T/sd.out || die "not rolled back: $(tr '\n' ';' < $T/sd.out)"
+    expect_no_journal
+    echo 0 > $P/$NVME/sriov_numvfs
+    echo 1 > $P/$NVME/sriov_drivers_autoprobe
+    expect_boot_state
+}
+
+hp_t_crash_sweep() {
+    # HOSTPREP_TEST_CRASH_AFTER_STEP=k SIGKILLs prepare right after step k; the next run must
+    # resolve the journal (roll back) and leave the host consistent.
+    local k n devs=$EDU_C
+    hp_expect 0 --output json prepare --mode vm-passthrough --dry-run $HP_IDS --devices $devs
+    n=$(grep -c '"kind"' $T/hp.out)
+    [ "$n" -gt 2 ] || die "cannot count the plan's steps"
+    k=0
+    while [ $k -lt $n ]; do
+        HOSTPREP_TEST_CRASH_AFTER_STEP=$k hp prepare --mode vm-passthrough $HP_IDS --devices $devs
+        [ "$HP_RC" = 137 ] || die "step $k: exit $HP_RC, expected death by SIGKILL (137)"
+        if [ $k -lt $((n - 1)) ]; then
+            journal_exists || die "step $k: no journal after the crash"
+        fi
+        # The next run: container mode. It rolls the journal back first, then has nothing to do.
+        hp_expect 0 prepare --mode container $HP_IDS --devices $devs
+        expect_no_journal
+        wait_drv $HDA_C snd_hda_intel 30 || true
+        expect_boot_state "after crash at step $k and the next run"
+        k=$((k + 1))
+    done
+    # And once with the next run in the same mode: roll back, then do the whole switch.
+    HOSTPREP_TEST_CRASH_AFTER_STEP=3 hp prepare --mode vm-passthrough $HP_IDS --devices $devs
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $devs
+    expect_drv $EDU_C vfio-pci; expect_drv $HDA_C vfio-pci
+    expect_no_journal
+    back_to_container $devs
+    wait_drv $HDA_C snd_hda_intel 30 || true
+    expect_boot_state
+    note "$n crash points"
+}
+
+hp_t_sigkill_slow_remove() {
+    local pid i t0
+    echo 3000 > /sys/module/standin/parameters/remove_delay_ms
+    trap 'echo 0 > /sys/module/standin/parameters/remove_delay_ms' EXIT
+    d0=$(dmesg | wc -l)
+    hostprep prepare --mode vm-passthrough $HP_IDS --devices $EDU_B > $T/hp.out 2>&1 &
+    pid=$!
+    i=0
+    while ! dmesg | tail -n +$((d0 + 1)) | grep -q "remove delayed"; do
+        i=$((i + 1)); [ $i -lt 100 ] || die "standin remove never started"
+        usleep 100000
+    done
+    kill -9 $pid
+    wait $pid || true
+    journal_exists || die "no journal after SIGKILL during the unbind"
+    note "killed hostprep inside the slow remove(); driver link now '$(drv $EDU_B)'"
+    t0=$(now_ms)
+    hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_B
+    note "the next run resolved the journal in $(( $(now_ms) - t0 )) ms"
+    echo 0 > /sys/module/standin/parameters/remove_delay_ms
+    expect_drv $EDU_B standin
+    expect_no_journal
+    expect_boot_state
+}
+
+hp_t_force_holder() {
+    # --force ignores the holder; the unbind then hangs like nvidia's does. hostprep must give up
+    # after --unbind-timeout and return (exit 1) while the holder is still there; once the holder
+    # goes, the next run resolves whatever is left.
+    local n why=
+    n=$(standin_node $EDU_B)
+    hold_start $n
+    hp_bg 200 prepare --mode vm-passthrough $HP_IDS --devices $EDU_B --force --unbind-timeout 2
+    if [ -z "$HP_RC" ]; then
+        why="hostprep did not return within 20 s of --unbind-timeout 2 while the holder stays"
+        for p in $(pidof hostprep); do
+            note "pid $p $(grep State /proc/$p/status | tr -s '\t ' ' ') in $(cat /proc/$p/wchan)"
+        done
+    else
+        [ "$HP_RC" = 1 ] || why="exit $HP_RC, expected 1"
+        note "with the holder: exit $HP_RC after $HP_MS ms; journal $(journal_exists && echo left || echo removed)"
+    fi
+    hold_stop
+    if [ -z "$HP_RC" ]; then
+        wait $HP_PID || true
+        note "after the holder closed, hostprep ended: exit $(cat $T/hp.rc 2>/dev/null): $(tail -n 1 $T/hp.out)"
+    fi
+    usleep 500000
+    note "then: $EDU_B driver '$(drv $EDU_B)' override '$(ovr $EDU_B)', journal $(journal_exists && echo left || echo none)"
+    hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_B
+    wait_drv $EDU_B standin 30 || die "$EDU_B on '$(drv $EDU_B)' after the recovery run"
+    expect_no_journal
+    expect_boot_state
+    [ -z "$why" ] || die "$why"
+}
+
+# --- booted with intel_iommu=off (guest/noiommu.sh) --------------------------------------------
+hp_t_noiommu_preflight() {
+    [ -z "$(ls /sys/kernel/iommu_groups)" ] || die "IOMMU groups exist although intel_iommu=off"
+    hp preflight --mode vm-passthrough $HP_IDS --devices $EDU_A --color never
+    [ "$HP_RC" = 1 ] || die "exit $HP_RC, expected 1"
+    grep -qE "^FAIL +IOMMU enabled by the kernel" $T/hp.out || die "'IOMMU enabled by the kernel' did not FAIL"
+    grep -qE "^PASS +IOMMU in firmware" $T/hp.out || die "the DMAR table is there: 'IOMMU in firmware' should PASS"
+    note "$(grep -E '^[A-Z]+ +IOMMU kernel argument' $T/hp.out)"
+    note "$(grep -E '^[A-Z]+ +IOMMU enabled by the kernel' $T/hp.out)"
+}
+
+hp_t_noiommu_prepare() {
+    # vfio-pci cannot take a device without an IOMMU group: prepare must fail and roll back.
+    hp prepare --mode vm-passthrough $HP_IDS --devices $EDU_A
+    [ "$HP_RC" = 1 ] || [ "$HP_RC" = 3 ] || die "exit $HP_RC, expected 1 (failed, rolled back) or 3 (refused)"
+    note "exit $HP_RC: $(tail -n 1 $T/hp.out)"
+    expect_boot_state "after prepare without an IOMMU"
+    expect_no_journal
+}

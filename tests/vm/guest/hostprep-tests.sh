@@ -1,0 +1,16 @@
+# hostprep on the real kernel (sourced by tests.sh when /usr/bin/hostprep exists).
+# The stand-in plays nvidia: --gpu-ids 1234:11e8 --host-driver standin, holders /dev/standin*.
+run_test hostprep.runs hp_t_runs
+run_test hostprep.preflight_iommu_checks_pass hp_t_preflight
+run_test hostprep.dry_run_changes_nothing hp_t_dry_run
+run_test hostprep.passthrough_round_trip hp_t_round_trip 90
+run_test hostprep.idempotent hp_t_idempotent 90
+run_test hostprep.status_reports_mode hp_t_status 90
+run_test hostprep.shared_group_moves_sibling hp_t_shared_group 90
+run_test hostprep.bridge_group_skips_bridge hp_t_bridge_group 90
+run_test hostprep.foreign_device_refused hp_t_foreign_refused
+run_test hostprep.in_use_refused hp_t_in_use 60
+run_test hostprep.failure_mid_plan_rolls_back hp_t_mid_plan_failure 90
+run_test hostprep.crash_after_each_step_recovers hp_t_crash_sweep 240
+run_test hostprep.sigkill_during_slow_remove hp_t_sigkill_slow_remove 90
+run_test hostprep.force_with_holder_times_out hp_t_force_holder 120

@@ -1,0 +1,133 @@
+#!/bin/bash
+# Boot the test VM once and check what the guest reported on its serial console.
+#
+#   tests/vm/run-vm.sh [--initrd FILE] [--suite NAME] [--append "ARGS"] [--iommu on|default|off]
+#                      [--no-iommu] [--timeout SECONDS] [--log FILE] [--no-check]
+#
+# --suite       guest script /tests/NAME.sh to run (default: tests)
+# --append      extra kernel command-line arguments
+# --iommu       on (default): "intel_iommu=on iommu=pt"; default: no IOMMU arguments at all
+#               (Debian's 6.1 has CONFIG_INTEL_IOMMU_DEFAULT_ON_INTGPU_OFF=y, so the IOMMU is
+#               still on); off: "intel_iommu=off" (the DMAR table and the emulated IOMMU stay,
+#               the kernel does not use them) -- for preflight checks that must notice
+# --no-iommu    same as --iommu off
+# --no-check    only boot and stream the console (for demos); exit status is QEMU's
+# Fails (exit 1) on: timeout/hang, kernel panic or oops, no "N passed, N failed" line, any FAIL.
+# The topology is documented in tests/vm/README.md; keep the two in sync.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+CACHE=${HOSTPREP_VM_CACHE:-$HOME/.cache/hostprep-vm}
+WORK=${HOSTPREP_VM_WORK:-$CACHE/work}
+INITRD=$WORK/initramfs.cpio.gz
+SUITE=tests
+EXTRA=
+IOMMU="intel_iommu=on iommu=pt"
+TIMEOUT=${HOSTPREP_VM_TIMEOUT:-240}
+LOG=
+CHECK=1
+while [ $# -gt 0 ]; do
+    case $1 in
+        --initrd) INITRD=$2; shift 2 ;;
+        --suite) SUITE=$2; shift 2 ;;
+        --append) EXTRA="$EXTRA $2"; shift 2 ;;
+        --no-iommu) IOMMU="intel_iommu=off"; shift ;;
+        --iommu)
+            case $2 in
+                on) IOMMU="intel_iommu=on iommu=pt" ;;
+                default) IOMMU="" ;;
+                off) IOMMU="intel_iommu=off" ;;
+                *) echo "run-vm: --iommu on|default|off" >&2; exit 2 ;;
+            esac
+            shift 2 ;;
+        --timeout) TIMEOUT=$2; shift 2 ;;
+        --log) LOG=$2; shift 2 ;;
+        --no-check) CHECK=0; shift ;;
+        *) echo "run-vm: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+ENV=$("$HERE/fetch.sh")
+# shellcheck disable=SC1090
+. "$ENV"
+[ -n "$LOG" ] || LOG=$WORK/serial-$SUITE.log
+mkdir -p "$(dirname "$LOG")"
+
+# Topology (bus numbers as the guest enumerates them; see README.md):
+#   00:02.0 e1000e                       own group, driver e1000e
+#   00:03.0 edu                          own group           "edu A"
+#   00:04.0 edu                          own group           "edu B"
+#   00:05.0 pci-testdev                  own group, driverless
+#   00:06.0 pcie-root-port rp1 -> 01:00.0 edu "edu C" + 01:00.1 ich9-intel-hda  (one group)
+#   00:07.0 pcie-root-port rp2 -> 02:00.0 edu "edu D" + 02:00.1 e1000e          (one group: foreign)
+#   00:08.0 pcie-root-port rp3 -> 03:00.0 nvme PF, SR-IOV up to 4 VFs
+#   00:09.0 pcie-pci-bridge    -> 04:01.0 edu "edu E" + 04:02.0 pci-ohci (USB)   (one group with
+#                                                                                  the bridge)
+QEMU=(qemu-system-x86_64
+    -machine q35,kernel-irqchip=split -accel tcg -cpu max -m 1G -smp 2
+    -nodefaults -display none -serial stdio -no-reboot
+    -device intel-iommu,intremap=on,caching-mode=on
+    -kernel "$KIMAGE" -initrd "$INITRD"
+    -append "console=ttyS0${IOMMU:+ $IOMMU} panic=-1 oops=panic loglevel=4 hp.suite=$SUITE$EXTRA"
+    -device e1000e,bus=pcie.0,addr=02.0
+    -device edu,bus=pcie.0,addr=03.0
+    -device edu,bus=pcie.0,addr=04.0
+    -device pci-testdev,bus=pcie.0,addr=05.0
+    -device pcie-root-port,id=rp1,bus=pcie.0,addr=06.0,chassis=1
+    -device edu,bus=rp1,addr=00.0,multifunction=on
+    -device ich9-intel-hda,id=hda,bus=rp1,addr=00.1
+    -audiodev none,id=snd0 -device hda-output,bus=hda.0,audiodev=snd0
+    -device pcie-root-port,id=rp2,bus=pcie.0,addr=07.0,chassis=2
+    -device edu,bus=rp2,addr=00.0,multifunction=on
+    -device e1000e,bus=rp2,addr=00.1
+    -device pcie-root-port,id=rp3,bus=pcie.0,addr=08.0,chassis=3
+    -device nvme-subsys,id=s0
+    -device nvme,bus=rp3,addr=00.0,subsys=s0,serial=hpvm0,sriov_max_vfs=4,sriov_vq_flexible=8,sriov_vi_flexible=4
+    -device pcie-pci-bridge,id=pb,bus=pcie.0,addr=09.0
+    -device edu,bus=pb,addr=01.0
+    -device pci-ohci,bus=pb,addr=02.0
+)
+
+start=$(date +%s.%N)
+set +e
+timeout --foreground -k 5 "$TIMEOUT" "${QEMU[@]}" </dev/null 2>&1 | tee "$LOG"
+rc=${PIPESTATUS[0]}
+set -e
+wall=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+echo "run-vm: QEMU exit $rc after ${wall}s, log $LOG" >&2
+[ "$CHECK" = 1 ] || exit "$rc"
+
+fail=0
+if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    echo "run-vm: FAIL: guest did not power off within ${TIMEOUT}s (hang)" >&2; fail=1
+elif [ "$rc" != 0 ]; then
+    echo "run-vm: FAIL: QEMU exited $rc" >&2; fail=1
+fi
+if grep -qE 'Kernel panic|Oops:|BUG:|general protection fault|Call Trace:' "$LOG"; then
+    echo "run-vm: FAIL: kernel panic/oops/BUG in the serial log:" >&2
+    grep -E 'Kernel panic|Oops:|BUG:|general protection fault|Call Trace:' "$LOG" | head -5 >&2
+    fail=1
+fi
+summary=$(tr -d '\r' < "$LOG" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n1 || true)
+if [ -z "$summary" ]; then
+    echo "run-vm: FAIL: no 'N passed, N failed' summary line" >&2; fail=1
+else
+    echo "run-vm: guest: $summary" >&2
+fi
+# FAIL lines: a test listed in known-failures.txt does not fail the run (it is still reported).
+KNOWN=$(sed 's/#.*//' "$HERE/known-failures.txt" 2>/dev/null | awk 'NF { print $1 }')
+failed=$(tr -d '\r' < "$LOG" | sed -n 's/^FAIL \([^:]*\):.*/\1/p')
+for t in $failed; do
+    if echo "$KNOWN" | grep -qxF "$t"; then
+        echo "run-vm: known failure (tests/vm/known-failures.txt): $(tr -d '\r' < "$LOG" | grep "^FAIL $t:")" >&2
+    else
+        echo "run-vm: $(tr -d '\r' < "$LOG" | grep "^FAIL $t:")" >&2
+        fail=1
+    fi
+done
+for t in $KNOWN; do
+    if tr -d '\r' < "$LOG" | grep -q "^PASS $t "; then
+        echo "run-vm: note: known failure $t now passes; remove it from known-failures.txt" >&2
+    fi
+done
+echo "run-vm: $([ $fail = 0 ] && echo OK || echo FAILED)" >&2
+exit "$fail"
