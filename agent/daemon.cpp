@@ -59,6 +59,7 @@ Agent::Agent(Kernel& k, AgentOptions opt, std::function<void(const std::string&)
 std::optional<Mode> Agent::mode() const { return opt_.mode ? opt_.mode : config_.mode; }
 
 Status Agent::convergeNow() {
+  preflightCache_.reset();  // after a convergence (start, reload, reconcile) the checks run again
   auto m = mode();
   if (!m) return {};
   ConvergeOptions co;
@@ -98,6 +99,12 @@ void Agent::observeAndPublish() {
   req.modeOverride = opt_.mode;
   req.convergeError = convergeError_;
   req.now = std::time(nullptr);
+  req.preflight = [this](const Host& h, const Snapshot& snap, Mode mode, const SelectionOptions& sel) {
+    if (!preflightCache_ || preflightCache_->first != mode) {
+      preflightCache_.emplace(mode, preflightOutcome(h, snap, mode, sel));
+    }
+    return preflightCache_->second;
+  };
   auto o = observe(k_.host, req);
   if (!o) {
     spdlog::error("status: {}", o.error().describe());

@@ -68,6 +68,8 @@ class Agent {
   std::optional<std::string> convergeError_;
   std::unique_ptr<Observation> last_;
   std::set<std::string> lastDrift_;
+  // PreflightPassed, computed once per convergence: a rebind changes nothing preflight reads.
+  std::optional<std::pair<Mode, std::optional<PreflightOutcome>>> preflightCache_;
   std::set<std::string> failedDrift_;  // the drift a reconcile already failed on
   std::atomic<size_t> writes_{0};
   std::atomic<size_t> convergences_{0};

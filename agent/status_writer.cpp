@@ -24,10 +24,12 @@ Status writeOne(Host& host, const std::string& path, const std::string& text) {
   return host.writeFileAtomic(path, text, 0644);
 }
 
+}  // namespace
+
 // The PreflightPassed condition: preflight's host checks for the desired mode, on the snapshot
 // already read.
-std::optional<PreflightOutcome> preflightFor(const Host& host, const Snapshot& s, Mode mode,
-                                             const SelectionOptions& sel) {
+std::optional<PreflightOutcome> preflightOutcome(const Host& host, const Snapshot& s, Mode mode,
+                                                 const SelectionOptions& sel) {
   auto loader = makeKmodLoader(host, s.kernelRelease);
   const PlatformFacts platform = readPlatform(host, s.kernelRelease, *loader, preflightModules(sel.hostDriver));
   const BootConfig boot = readBootConfig(host);
@@ -43,8 +45,6 @@ std::optional<PreflightOutcome> preflightFor(const Host& host, const Snapshot& s
   }
   return PreflightOutcome{false, "failed: " + join(failed, ", ") + "; run 'hostprep preflight'"};
 }
-
-}  // namespace
 
 std::pair<std::optional<Mode>, std::string> desiredMode(const Host& host, const StatusRequest& r) {
   if (r.modeOverride) return {r.modeOverride, "flag"};
@@ -71,7 +71,10 @@ Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusReque
   in.pciIds = r.pciIds ? r.pciIds : readPciIds(host);
   if (auto prev = host.read(r.config.statusPath, 4u << 20)) in.previous = parseConditions(*prev);
   in.convergeError = r.convergeError;
-  if (in.desiredMode) in.preflight = preflightFor(host, o->snapshot, *in.desiredMode, in.selection);
+  if (in.desiredMode) {
+    in.preflight = r.preflight ? r.preflight(host, o->snapshot, *in.desiredMode, in.selection)
+                               : preflightOutcome(host, o->snapshot, *in.desiredMode, in.selection);
+  }
   o->doc = buildStatus(o->snapshot, o->vgpu, in);
   return o;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,7 +20,17 @@ struct StatusRequest {
   std::optional<std::string> pciIds;      // --pci-ids text; nullopt: the root's own pci.ids
   std::optional<std::string> convergeError;
   std::time_t now = 0;
+  // The PreflightPassed condition. Unset: run preflight's host checks for the desired mode now.
+  // The agent passes a cache here: the checks read the whole platform, and nothing they look at
+  // changes when a device is rebound, so it recomputes them only after it converges or reloads.
+  std::function<std::optional<PreflightOutcome>(const Host&, const Snapshot&, Mode,
+                                                const SelectionOptions&)>
+      preflight;
 };
+
+// Preflight's host checks for a mode, summed up as the status condition.
+std::optional<PreflightOutcome> preflightOutcome(const Host& host, const Snapshot& s, Mode mode,
+                                                 const SelectionOptions& sel);
 
 // A document and the snapshot it points into (not copyable: the document holds pointers).
 struct Observation {
