@@ -799,7 +799,9 @@ struct Checker {
             assumedFilter = true;
           }
         }
-        for (const auto& [type, count] : e.vgpuDevices) {
+        for (const auto& entry : e.vgpuDevices) {
+          const std::string& type = entry.first;
+          const auto count = entry.second;
           if (e.allDevices) {
             perGpu(type, count, "config '" + config + "' in --vgpu-config");
           } else {
@@ -855,7 +857,8 @@ struct Checker {
 
     // Types: exactly the configured ones, no others.
     std::vector<std::string> extra, absent;
-    for (const auto& [type, r] : have) {
+    for (const auto& [haveType, r] : have) {
+      const std::string& type = haveType;
       if (std::none_of(want.begin(), want.end(), [&](const Expected& e) { return e.type == type; })) {
         extra.push_back(r->name + " (" + std::to_string(shown(*r)) + ")");
       }
