@@ -121,7 +121,12 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
     return c;
   }
 
-  // 6. Nobody may be holding what we are about to unbind.
+  // 6. Nobody may be holding what we are about to unbind, nor using a VF we would remove.
+  if (auto used = vfsInUse(*snap, *plan, opt.selection.hostDriver); !used.empty() && !opt.force) {
+    return failed(refusal("the plan disables SR-IOV under VFs that are in use: " + join(used, "; "),
+                          "release those VFs first (stop the VMs using them, unbind them), or "
+                          "pass --force to remove them anyway"));
+  }
   auto holders = planHolders(host, *plan, apply);
   if (!holders.empty() && !opt.force) {
     std::vector<std::string> who;

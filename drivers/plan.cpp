@@ -505,4 +505,20 @@ std::map<std::string, int> expectedAdvertised(const Plan& plan) {
   return out;
 }
 
+std::vector<std::string> vfsInUse(const Snapshot& s, const Plan& plan, std::string_view hostDriver) {
+  std::vector<std::string> out;
+  for (const auto& change : plan.sriov) {
+    if (change.from == 0 || change.from == change.to) continue;  // nothing existing goes
+    const PciFunction* pf = s.find(change.pf);
+    if (!pf) continue;
+    for (const Bdf& vf : pf->virtfns) {
+      const PciFunction* f = s.find(vf);
+      if (f && f->driver && *f->driver != hostDriver) {
+        out.push_back(vf.str() + " (VF of " + change.pf.str() + ") on " + *f->driver);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace hostprep

@@ -114,6 +114,12 @@ Status checkDeviceState(std::string_view what, const DeviceState& st);
 std::string vfioDriverName(std::string_view module);
 bool isVfioDriver(std::string_view driver);
 
+// VFs the plan's SR-IOV changes would remove while a driver other than the host driver has them
+// ("0000:03:00.1 on vfio-pci"): a VF given to a VM, or to another host driver, is in use, and
+// the kernel's pci_disable_sriov() would yank it (vfio-pci refuses a PF with VFs for this reason).
+// The caller refuses the plan without --force.
+std::vector<std::string> vfsInUse(const Snapshot& s, const Plan& plan, std::string_view hostDriver);
+
 // Fails (exit 1, nothing touched) when the mode cannot be reached from this host, e.g. a device
 // without an IOMMU group for vm-passthrough, or a GPU held by a third driver for container.
 Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs& in);

@@ -519,3 +519,26 @@ TEST_CASE("the journal keeps the vGPU state and reads version 1 journals", "[vgp
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message == "journal: vgpus[0]: \"uuid\" is not a UUID");
 }
+
+TEST_CASE("VFs another driver holds are named before a plan would disable SR-IOV under them", "[vgpu]") {
+  VRig r("vgpu-two-a10");
+  r.apply(Mode::kVmVgpu);
+  // The VFs carry vGPUs on the host driver: leaving vm-vgpu may take them.
+  auto s = readSnapshot(r.kernel);
+  REQUIRE(s);
+  CHECK(vfsInUse(*s, r.plan(Mode::kVmPassthrough), r.hostDriver).empty());
+  // Someone gives the VF 0000:3b:00.5 to vfio-pci (VF passthrough to a VM).
+  const std::string vf = "sys/bus/pci/devices/0000:3b:00.5";
+  REQUIRE(r.kernel.loadModule("vfio_pci"));
+  REQUIRE(r.kernel.writeAttr(vf + "/driver_override", "vfio-pci"));
+  REQUIRE(r.kernel.writeAttr("sys/bus/pci/drivers/nvidia/unbind", "0000:3b:00.5"));
+  REQUIRE(r.kernel.writeAttr("sys/bus/pci/drivers_probe", "0000:3b:00.5"));
+  REQUIRE(r.driver("0000:3b:00.5") == std::optional<std::string>("vfio-pci"));
+  s = readSnapshot(r.kernel);
+  REQUIRE(s);
+  for (Mode m : {Mode::kVmPassthrough, Mode::kContainer}) {
+    auto used = vfsInUse(*s, r.plan(m), r.hostDriver);
+    REQUIRE(used.size() == 1);
+    CHECK(used[0] == "0000:3b:00.5 (VF of 0000:3b:00.0) on vfio-pci");
+  }
+}
