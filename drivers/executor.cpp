@@ -335,11 +335,12 @@ Status restoreNumVfs(Kernel& k, const Bdf& pf, int want, const ApplyOptions& opt
 }
 
 // A device whose unbind never returned: the kernel still runs the driver's remove() and holds the
-// device lock, so anything that takes it (driver_override, bind) would block us as well. While the
-// `driver` link (read without the lock) still names that driver, leave the device alone.
-std::optional<Error> stillUnbinding(const Host& h, const JournalDevice& d) {
+// device lock, so anything that takes it (driver_override, sriov_numvfs, bind) would block us as
+// well: leave it alone. `known`: the unbind timed out in this very run, so it is pending without
+// asking (asking costs a timed read that itself waits in the kernel).
+std::optional<Error> stillUnbinding(const Host& h, const JournalDevice& d, bool known) {
   if (!d.pendingUnbind) return std::nullopt;
-  if (readLinkName(h, hostPath(pciDevicePath(d.bdf), "driver")) != d.pendingUnbind) return std::nullopt;
+  if (!known && !unbindStillPending(h, d.bdf, *d.pendingUnbind)) return std::nullopt;
   return sysError(d.bdf.str() + ": left as it is: its unbind from " + *d.pendingUnbind +
                       " is still pending (the driver's remove() is blocked)",
                   EBUSY, "stop the process holding the device; the next run restores it");
@@ -348,25 +349,29 @@ std::optional<Error> stillUnbinding(const Host& h, const JournalDevice& d) {
 // Rolls back everything the journal covers, in the order that keeps each write legal: new vGPU
 // devices go; VFs the run enabled go (vfio refuses a PF with VFs); drivers go back; VFs the run
 // disabled come back; then the vGPU devices it removed. Returns the first error, if any.
+// `inRun`: the rollback of the run that wrote the journal, which knows its timed-out unbinds.
 Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& devices,
-                const ApplyOptions& opt) {
+                const ApplyOptions& opt, bool inRun) {
   Status first;
   auto keep = [&](Status s) {
     if (!s && first.ok()) first = s;
   };
-  if (!jr.vgpuGpus.empty()) keep(removeNewVgpus(k, jr));
-  for (const auto& sv : jr.sriov) {
-    if (sv.numvfs == 0) keep(restoreNumVfs(k, sv.pf, 0, opt));
-  }
+  std::set<Bdf> stuck;
   for (auto it = devices.rbegin(); it != devices.rend(); ++it) {
-    if (auto pending = stillUnbinding(k.host, *it)) {
+    if (auto pending = stillUnbinding(k.host, *it, inRun)) {
       keep(*pending);
-    } else {
-      keep(restoreDevice(k, it->bdf, it->original, opt));
+      stuck.insert(it->bdf);
     }
   }
+  if (!jr.vgpuGpus.empty()) keep(removeNewVgpus(k, jr));
   for (const auto& sv : jr.sriov) {
-    if (sv.numvfs != 0) keep(restoreNumVfs(k, sv.pf, sv.numvfs, opt));
+    if (sv.numvfs == 0 && !stuck.count(sv.pf)) keep(restoreNumVfs(k, sv.pf, 0, opt));
+  }
+  for (auto it = devices.rbegin(); it != devices.rend(); ++it) {
+    if (!stuck.count(it->bdf)) keep(restoreDevice(k, it->bdf, it->original, opt));
+  }
+  for (const auto& sv : jr.sriov) {
+    if (sv.numvfs != 0 && !stuck.count(sv.pf)) keep(restoreNumVfs(k, sv.pf, sv.numvfs, opt));
   }
   if (!jr.vgpus.empty()) keep(recreateVgpus(k, jr));
   // An unbindLock the run took and never got to use (the PF stayed on nvidia) is given back.
@@ -596,7 +601,7 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
     }
     jr.devices = devices;  // what a later run must still restore if this rollback cannot
     (void)writeJournal(k.host, jr);
-    auto rb = rollBack(k, jr, devices, opt);
+    auto rb = rollBack(k, jr, devices, opt, true);
     res.rolledBack = true;
     if (rb) {
       (void)removeJournal(k.host);
@@ -618,7 +623,7 @@ Result<std::optional<size_t>> recoverJournal(Kernel& k, const ApplyOptions& opt)
   if (!jr) return jr.error();
   if (!*jr) return std::optional<size_t>{};
   const Journal& j = **jr;
-  if (auto s = rollBack(k, j, j.devices, opt); !s) {
+  if (auto s = rollBack(k, j, j.devices, opt, false); !s) {
     Error e = s.error();
     e.message = "resolving the journal of an interrupted run (pid " + std::to_string(j.pid) +
                 "): " + e.message;

@@ -43,10 +43,37 @@ Status writeAll(int fd, std::string_view data) {
   return {};
 }
 
+// Waits at most until `deadline` for child `pid`: 0 or the errno it exited with; ETIMEDOUT when
+// it is still running (it is then left to finish on its own: it may be in uninterruptible sleep
+// in the kernel, where no signal reaches it); EIO when it died.
+int waitChild(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  FdCloser closer{pidfd};
+  for (;;) {
+    int status = 0;
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : EIO;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return ETIMEDOUT;
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 1000)));
+    } else {
+      ::usleep(static_cast<useconds_t>(std::min<long>(left.count(), 10) * 1000));
+    }
+  }
+}
+
+std::string seconds(std::chrono::milliseconds t) {
+  return std::to_string(static_cast<double>(t.count()) / 1000.0) + " s";
+}
+
 // Runs one write in a child process and waits at most `timeout` for it. The child does only
 // async-signal-safe work (open, write, _exit), so forking from a threaded process is fine.
 Status timedWrite(const std::string& path, std::string_view data,
                   std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   pid_t pid = ::fork();
   if (pid < 0) return sysError("fork", errno);
   if (pid == 0) {
@@ -56,34 +83,48 @@ Status timedWrite(const std::string& path, std::string_view data,
     int e = n < 0 ? errno : (static_cast<size_t>(n) == data.size() ? 0 : EIO);
     ::_exit(e & 0xff);
   }
-  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  FdCloser closer{pidfd};
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    int status = 0;
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
-      if (WIFEXITED(status)) {
-        int e = WEXITSTATUS(status);
-        return e == 0 ? Status{} : Status{sysError("write", e)};
-      }
-      return sysError("write: helper process died", EIO);
-    }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      // The kernel has not answered; the child stays blocked in the write (it may be in
-      // uninterruptible sleep) and finishes on its own. We report and move on.
-      return sysError("write did not return in " + std::to_string(static_cast<double>(timeout.count()) / 1000.0) + " s",
-                      ETIMEDOUT);
-    }
-    if (pidfd >= 0) {
-      pollfd p{pidfd, POLLIN, 0};
-      ::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 1000)));
-    } else {
-      ::usleep(static_cast<useconds_t>(std::min<long>(left.count(), 10) * 1000));
-    }
+  int e = waitChild(pid, deadline);
+  if (e == ETIMEDOUT) return sysError("write did not return in " + seconds(timeout), ETIMEDOUT);
+  if (e != 0) return sysError("write", e);
+  return {};
+}
+
+// The same for a read of at most kTimedReadCap bytes: the child reads into a pipe (which holds
+// more than that, so it never waits on us) and exits; the parent reads the pipe once it has.
+constexpr size_t kTimedReadCap = 4096;
+Result<std::string> timedRead(const std::string& path, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return sysError("pipe", errno);
+  FdCloser rd{fds[0]};
+  std::array<char, kTimedReadCap + 1> buf{};
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int e = errno;
+    ::close(fds[1]);
+    return sysError("fork", e);
   }
+  if (pid == 0) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) ::_exit(errno & 0xff);
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) ::_exit(errno & 0xff);
+    if (static_cast<size_t>(n) > kTimedReadCap) ::_exit(EFBIG);
+    if (n > 0 && ::write(fds[1], buf.data(), static_cast<size_t>(n)) != n) ::_exit(EIO);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  int e = waitChild(pid, deadline);
+  if (e == ETIMEDOUT) return sysError("read did not return in " + seconds(timeout), ETIMEDOUT);
+  if (e != 0) return sysError("read", e);
+  std::string out;
+  for (;;) {
+    ssize_t n = ::read(fds[0], buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf.data(), static_cast<size_t>(n));
+  }
+  return out;
 }
 
 }  // namespace
@@ -147,6 +188,14 @@ bool RootHost::exists(std::string_view path) const {
   if (unsafePath(path)) return false;
   struct stat st {};
   return ::lstat(resolve(path).c_str(), &st) == 0;
+}
+
+Result<std::string> RootHost::readAttr(std::string_view path, std::chrono::milliseconds timeout) const {
+  if (auto e = unsafePath(path)) return *e;
+  const std::string p = resolve(path);
+  auto r = timedRead(p, timeout);
+  if (!r) return sysError("cannot read " + p + ": " + r.error().message, r.error().err);
+  return r;
 }
 
 Status RootHost::writeAttr(std::string_view path, std::string_view data,

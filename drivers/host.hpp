@@ -37,6 +37,11 @@ class Host {
   // Names in a directory, sorted; ENOENT when absent.
   virtual Result<std::vector<std::string>> list(std::string_view dir) const = 0;
   virtual bool exists(std::string_view path) const = 0;
+  // A read of a kernel attribute that may block: a PCI device's driver_override and sriov_numvfs
+  // take the device lock, which a pending unbind holds for as long as the driver's remove()
+  // runs. The read runs in a child process; one the kernel has not answered in time returns
+  // ETIMEDOUT (the child is left to finish on its own). At most 4 KiB.
+  virtual Result<std::string> readAttr(std::string_view path, std::chrono::milliseconds timeout) const = 0;
 
   // A write to a kernel attribute (sysfs, procfs). With a timeout, the write runs in a child
   // process; one the kernel has not answered in time returns ETIMEDOUT and is left to finish on
@@ -62,6 +67,7 @@ class RootHost final : public Host {
   Result<std::string> readLink(std::string_view path) const override;
   Result<std::vector<std::string>> list(std::string_view dir) const override;
   bool exists(std::string_view path) const override;
+  Result<std::string> readAttr(std::string_view path, std::chrono::milliseconds timeout) const override;
   Status writeAttr(std::string_view path, std::string_view data,
                    std::optional<std::chrono::milliseconds> timeout = std::nullopt) override;
   Status writeFileAtomic(std::string_view path, std::string_view data, mode_t mode = 0644) override;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "drivers/names.hpp"
+#include "drivers/snapshot.hpp"
 
 namespace hostprep {
 namespace {
@@ -299,6 +300,17 @@ Result<RunLock> RunLock::acquire(Host& host, std::chrono::milliseconds timeout) 
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return lock;
+}
+
+std::set<Bdf> pendingUnbinds(const Host& host) {
+  std::set<Bdf> out;
+  if (!host.exists(kJournalPath)) return out;
+  auto jr = readJournal(host);
+  if (!jr || !*jr) return out;
+  for (const auto& d : (*jr)->devices) {
+    if (d.pendingUnbind && unbindStillPending(host, d.bdf, *d.pendingUnbind)) out.insert(d.bdf);
+  }
+  return out;
 }
 
 }  // namespace hostprep

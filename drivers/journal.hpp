@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,5 +68,10 @@ class RunLock {
   explicit RunLock(int fd) : fd_(fd) {}
   int fd_ = -1;
 };
+
+// Devices whose unbind the journal records as pending (it timed out) and that are still
+// unbinding now (unbindStillPending): their device lock is held, and reading their
+// driver_override or sriov_numvfs would block. Empty without a journal or with an unreadable one.
+std::set<Bdf> pendingUnbinds(const Host& host);
 
 }  // namespace hostprep

@@ -72,6 +72,9 @@ struct PciFunction {
   std::string modalias;
   std::vector<Bdf> consumers;     // from "consumer:pci:<BDF>" device links
   std::vector<std::string> mdevTypes;  // mdev_supported_types entries, when an mdev parent
+  // An unbind of this function is still running in the kernel (the driver's remove() is blocked)
+  // and holds its device lock: driverOverride and sriovNumVfs were not read (they would block).
+  bool unbindPending = false;
 
   bool isVf() const { return physfn.has_value(); }
 };

@@ -1,7 +1,9 @@
 #include "drivers/snapshot.hpp"
 
 #include <algorithm>
+#include <chrono>
 
+#include "drivers/journal.hpp"
 #include "drivers/names.hpp"
 #include "drivers/text.hpp"
 
@@ -49,7 +51,15 @@ std::optional<Bdf> findRootDiskPci(const Host& host) {
 std::string pciDevicePath(const Bdf& bdf) { return hostPath("sys/bus/pci/devices", bdf.str()); }
 std::string pciDriverPath(std::string_view driver) { return hostPath("sys/bus/pci/drivers", driver); }
 
-std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf) {
+bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view driver) {
+  if (readLinkName(host, hostPath(pciDevicePath(bdf), "driver")) == std::optional<std::string>(driver)) {
+    return true;  // remove() has not started
+  }
+  auto r = host.readAttr(hostPath(pciDevicePath(bdf), "driver_override"), std::chrono::milliseconds(1000));
+  return !r && r.error().err == ETIMEDOUT;
+}
+
+std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld) {
   const std::string dir = pciDevicePath(bdf);
   if (!host.exists(dir)) return std::nullopt;
   auto at = [&](std::string_view name) { return hostPath(dir, name); };
@@ -61,13 +71,16 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf) {
   f.subsystem.device = static_cast<uint16_t>(readHex(host, at("subsystem_device")).value_or(0));
   f.classCode = readHex(host, at("class")).value_or(0) & 0xffffff;
   f.driver = readLinkName(host, at("driver"));
-  if (auto o = host.read(at("driver_override"), 4096)) f.driverOverride = parseDriverOverride(*o);
+  f.unbindPending = lockHeld;
+  if (!lockHeld) {
+    if (auto o = host.read(at("driver_override"), 4096)) f.driverOverride = parseDriverOverride(*o);
+  }
   if (auto g = readLinkName(host, at("iommu_group"))) {
     if (auto v = parseSigned(*g); v && *v >= 0 && *v < 1'000'000) f.iommuGroup = static_cast<int>(*v);
   }
   if (auto pf = readLinkName(host, at("physfn"))) f.physfn = parseBdf(*pf);
   f.sriovTotalVfs = readInt(host, at("sriov_totalvfs"));
-  f.sriovNumVfs = readInt(host, at("sriov_numvfs"));
+  if (!lockHeld) f.sriovNumVfs = readInt(host, at("sriov_numvfs"));
   if (auto a = readInt(host, at("sriov_drivers_autoprobe"))) f.sriovDriversAutoprobe = *a != 0;
   f.sriovOffset = readInt(host, at("sriov_offset"));
   f.sriovStride = readInt(host, at("sriov_stride"));
@@ -98,10 +111,11 @@ Result<Snapshot> readSnapshot(const Host& host) {
     return e;
   }
   Snapshot s;
+  const std::set<Bdf> locked = pendingUnbinds(host);
   for (const auto& name : *devices) {
     auto bdf = parseBdf(name);
     if (!bdf) continue;
-    if (auto f = readPciFunction(host, *bdf)) s.pci.push_back(std::move(*f));
+    if (auto f = readPciFunction(host, *bdf, locked.count(*bdf) != 0)) s.pci.push_back(std::move(*f));
   }
   std::sort(s.pci.begin(), s.pci.end(), [](auto& a, auto& b) { return a.bdf < b.bdf; });
 

@@ -32,14 +32,23 @@ struct Snapshot {
 };
 
 // Reads the host. Absent files are states (no IOMMU, no SR-IOV, no driver), never errors; the
-// only error is a host without sys/bus/pci at all, which is not a Linux root.
+// only error is a host without sys/bus/pci at all, which is not a Linux root. A device whose
+// unbind a journal left pending (and still is: unbindStillPending) is read without the
+// attributes that take its device lock, so the snapshot never blocks.
 Result<Snapshot> readSnapshot(const Host& host);
 
 // Names read from sysfs are kept as the kernel shows them (a driver link's name may be anything a
 // hostile or broken root holds); whoever turns one into a path validates it first (names.hpp).
 
 // Reads one PCI function (used by the executor to verify a step against the live kernel).
-std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf);
+// lockHeld: an unbind of it is pending; skip what takes the device lock (unbindPending = true).
+std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld = false);
+
+// Is an unbind of this device from `driver` still running in the kernel? The kernel removes the
+// `driver` link before it calls the driver's remove(), so the link cannot say; a timed read of
+// driver_override (whose show() takes the device lock the unbind holds) can: it does not answer.
+// A blocked read leaves one child process waiting in the kernel until remove() returns.
+bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view driver);
 
 // Host paths of a PCI function's attributes.
 std::string pciDevicePath(const Bdf& bdf);                       // sys/bus/pci/devices/<bdf>

@@ -56,3 +56,23 @@ TEST_CASE("a concurrent reader never sees a torn or missing status file", "[host
   // No temporary files are left behind.
   CHECK(host.list("run/hostprep")->size() == 1);
 }
+
+TEST_CASE("a timed attribute read returns the text, or the errno of the read", "[host]") {
+  Fixture fx;
+  fx.write("sys/bus/pci/devices/0000:01:00.0/driver_override", "vfio-pci\n");
+  RootHost host(fx.root());
+  auto r = host.readAttr("sys/bus/pci/devices/0000:01:00.0/driver_override", std::chrono::milliseconds(2000));
+  REQUIRE(r);
+  CHECK(*r == "vfio-pci\n");
+  auto missing = host.readAttr("sys/bus/pci/devices/0000:01:00.0/sriov_numvfs", std::chrono::milliseconds(2000));
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().err == ENOENT);
+  CHECK_THAT(missing.error().message, Catch::Contains("sriov_numvfs"));
+  fx.write("big", std::string(5000, 'x'));
+  auto big = host.readAttr("big", std::chrono::milliseconds(2000));
+  REQUIRE_FALSE(big);
+  CHECK(big.error().err == EFBIG);
+  auto bad = host.readAttr("../etc/passwd", std::chrono::milliseconds(2000));
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().err == EINVAL);
+}

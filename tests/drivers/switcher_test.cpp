@@ -241,12 +241,28 @@ TEST_CASE("an unbind that never returns is reported, not waited on forever", "[s
   CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("nvidia"));
   CHECK_FALSE(r.override("0000:3b:00.0"));
   REQUIRE(r.kernel.exists("run/hostprep/journal.json"));
+  // As on the real kernel the stuck device already looks driverless, yet nothing read or wrote an
+  // attribute that takes its device lock (that would have hung the run).
+  CHECK_FALSE(readLinkName(r.kernel, "sys/bus/pci/devices/0000:86:00.0/driver"));
+  CHECK(r.kernel.blockedAccesses().empty());
 
   SECTION("while the holder stays, the next run refuses to touch it") {
     auto rec = recoverJournal(r.k, r.opt);
     REQUIRE_FALSE(rec);
     CHECK_THAT(rec.error().describe(), Catch::Contains("still pending"));
     CHECK(r.kernel.exists("run/hostprep/journal.json"));
+    CHECK(r.kernel.blockedAccesses().empty());
+  }
+  SECTION("while the holder stays, a snapshot reads around the locked device") {
+    auto s = readSnapshot(r.kernel);
+    REQUIRE(s);
+    const PciFunction* f = s->find(stuck);
+    REQUIRE(f);
+    CHECK(f->unbindPending);
+    CHECK_FALSE(f->driver);
+    CHECK_FALSE(f->driverOverride);
+    CHECK_FALSE(s->find(*parseBdf("0000:3b:00.0"))->unbindPending);
+    CHECK(r.kernel.blockedAccesses().empty());
   }
   SECTION("once the holder goes, the next run restores everything") {
     r.kernel.releaseDevice(stuck);  // remove() finishes: the device is now driverless

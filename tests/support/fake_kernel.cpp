@@ -131,6 +131,40 @@ bool FakeKernel::bind(const Bdf& b, const std::string& driver, int* err) {
   return true;
 }
 
+std::optional<Bdf> FakeKernel::lockedBy(const std::string& path) const {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  if (pendingUnbind_.empty()) return std::nullopt;
+  const auto parts = split(path, '/');
+  if (startsWith(path, "sys/bus/pci/devices/") && parts.size() == 6) {
+    auto b = parseBdf(parts[4]);
+    if (b && pendingUnbind_.count(*b) &&
+        (parts[5] == "driver_override" || parts[5] == "sriov_numvfs")) {
+      return b;
+    }
+  }
+  return std::nullopt;
+}
+
+Result<std::string> FakeKernel::read(std::string_view path, size_t cap) const {
+  std::string p(path);
+  while (startsWith(p, "/")) p.erase(0, 1);
+  if (auto b = lockedBy(p)) {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    blocked_.push_back("read " + p);
+    return sysError("read of " + p + " would block forever: " + b->str() + "'s unbind holds its device lock",
+                    EDEADLK);
+  }
+  return fs_.read(path, cap);
+}
+
+Result<std::string> FakeKernel::readAttr(std::string_view path, std::chrono::milliseconds timeout) const {
+  std::string p(path);
+  while (startsWith(p, "/")) p.erase(0, 1);
+  if (lockedBy(p)) return sysError("cannot read " + p + ": read did not return in " +
+                                       std::to_string(timeout.count()) + " ms", ETIMEDOUT);
+  return fs_.read(path, 4096);
+}
+
 void FakeKernel::unbindNow(const Bdf& b, const std::string& driver) {
   std::error_code ec;
   if (driver == "nvidia") {
@@ -228,6 +262,17 @@ Status FakeKernel::writeAttr(std::string_view path, std::string_view data,
   for (const auto& [needle, err] : failPaths_) {
     if (p.find(needle) != std::string::npos) return sysError("cannot write to " + p + " (injected)", err);
   }
+  // A write that takes a device lock a pending unbind holds blocks until remove() returns.
+  std::optional<Bdf> locked = lockedBy(p);
+  if (!locked && (endsWith(p, "/bind") || endsWith(p, "/unbind") || p == "sys/bus/pci/drivers_probe")) {
+    if (auto b = parseBdf(trimmed(data)); b && pendingUnbind_.count(*b)) locked = b;
+  }
+  if (locked) {
+    blocked_.push_back("write " + p);
+    if (timeout) return sysError("cannot write to " + p + ": blocked on " + locked->str(), ETIMEDOUT);
+    return sysError("write to " + p + " would block forever: " + locked->str() + "'s unbind holds its device lock",
+                    EDEADLK);
+  }
   auto s = apply(p, std::string(data));
   if (!s && s.error().err == ETIMEDOUT && !timeout) {
     return sysError("write to " + p + " would block forever (no timeout given)", EDEADLK);
@@ -266,7 +311,11 @@ Status FakeKernel::apply(const std::string& p, const std::string& data) {
     if (op == "unbind") {
       if (boundDriver(*b) != driver) return err(ENODEV);
       if (held_.count(*b)) {
-        pendingUnbind_[*b] = driver;  // remove() runs on in the kernel until the holder goes
+        // remove() runs on in the kernel until the holder goes; the links are already gone.
+        pendingUnbind_[*b] = driver;
+        std::error_code ec;
+        fs::remove(fs_.resolve(hostPath(pciDevicePath(*b), "driver")), ec);
+        fs::remove(fs_.resolve(hostPath(pciDriverPath(driver), b->str())), ec);
         return err(ETIMEDOUT);
       }
       unbindNow(*b, driver);

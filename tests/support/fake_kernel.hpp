@@ -35,9 +35,11 @@ class FakeKernel final : public Host {
 
   // Host: reads pass through; writeAttr applies kernel semantics.
   const std::filesystem::path& root() const override { return fs_.root(); }
-  Result<std::string> read(std::string_view path, size_t cap = kDefaultReadCap) const override {
-    return fs_.read(path, cap);
-  }
+  // A read of an attribute whose show() takes the device lock (driver_override, sriov_numvfs)
+  // while an unbind of that device is pending would block forever on the real kernel: the fake
+  // records it in blockedAccesses() and fails it with EDEADLK; readAttr() times out instead.
+  Result<std::string> read(std::string_view path, size_t cap = kDefaultReadCap) const override;
+  Result<std::string> readAttr(std::string_view path, std::chrono::milliseconds timeout) const override;
   Result<std::string> readLink(std::string_view path) const override { return fs_.readLink(path); }
   Result<std::vector<std::string>> list(std::string_view dir) const override { return fs_.list(dir); }
   bool exists(std::string_view path) const override { return fs_.exists(path); }
@@ -71,11 +73,19 @@ class FakeKernel final : public Host {
   // Every write whose path contains `needle` fails with err.
   void failWritesTo(std::string needle, int err) { failPaths_.emplace_back(std::move(needle), err); }
   // An unbind of this device blocks (returns ETIMEDOUT, as the real write would never return).
+  // As on the real kernel, the `driver` links go at once (__device_release_driver() removes them
+  // before it calls remove()), and the device lock stays taken until releaseDevice().
   void holdDevice(const Bdf& b) { held_.insert(b); }
   // The holder lets go: a pending unbind of this device completes, as the real remove() would.
   void releaseDevice(const Bdf& b);
   // This driver's probe() fails for this device (EINVAL), as vfio-pci does for some devices.
   void refuseBind(const Bdf& b, std::string driver) { refused_.emplace(b, std::move(driver)); }
+  // Accesses that would have blocked on a device lock held by a pending unbind ("read
+  // sys/.../driver_override"): hostprep must make none.
+  std::vector<std::string> blockedAccesses() const {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    return blocked_;
+  }
   size_t writeCount() const {
     std::lock_guard<std::recursive_mutex> g(mu_);
     return writes_.size();
@@ -119,6 +129,9 @@ class FakeKernel final : public Host {
   std::vector<std::pair<std::string, int>> failPaths_;
   std::set<Bdf> held_;
   std::map<Bdf, std::string> pendingUnbind_;  // unbinds that "never returned"
+  mutable std::vector<std::string> blocked_;   // accesses that would have blocked
+  // The device whose lock a pending unbind holds, if `path` is one of its attributes that takes it.
+  std::optional<Bdf> lockedBy(const std::string& path) const;
   mutable std::recursive_mutex mu_;  // the executor writes from several threads
   std::set<std::pair<Bdf, std::string>> refused_;
 };
