@@ -104,15 +104,18 @@ CheckResult checkKvm(const PlatformFacts& p, Mode mode) {
 // ---------------------------------------------------------------------------------------------
 // IOMMU
 
+// Which IOMMU driver the kernel will use follows the firmware's ACPI table (DMAR: intel-iommu,
+// intel_iommu=; IVRS: amd-iommu, amd_iommu=), not the CPU: QEMU's emulated VT-d on an AMD CPU
+// model is Intel's. The CPU vendor decides only when the tables are unreadable or absent.
 bool intelPlatform(const PlatformFacts& p) {
-  if (p.cpu.vendor == CpuVendor::kIntel) return true;
-  if (p.cpu.vendor == CpuVendor::kAmd) return false;
-  return p.acpiTables && p.acpiTables->count("DMAR");
+  if (p.acpiTables && p.acpiTables->count("DMAR")) return true;
+  if (p.acpiTables && p.acpiTables->count("IVRS")) return false;
+  return p.cpu.vendor == CpuVendor::kIntel;
 }
 bool amdPlatform(const PlatformFacts& p) {
-  if (p.cpu.vendor == CpuVendor::kAmd) return true;
-  if (p.cpu.vendor == CpuVendor::kIntel) return false;
-  return p.acpiTables && p.acpiTables->count("IVRS");
+  if (p.acpiTables && p.acpiTables->count("IVRS")) return true;
+  if (p.acpiTables && p.acpiTables->count("DMAR")) return false;
+  return p.cpu.vendor == CpuVendor::kAmd;
 }
 
 CheckResult checkIommuFirmware(const PlatformFacts& p, const Snapshot* s, Mode mode) {

@@ -511,6 +511,10 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
     }
     return nullptr;
   };
+  std::map<Bdf, size_t> lastStepOf;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    if (plan.steps[i].bdf) lastStepOf[*plan.steps[i].bdf] = i;
+  }
   // Runs step i: journal first, then the write, then the hooks. False stops the caller's lane.
   auto runOne = [&](size_t i) -> bool {
     const Step& st = plan.steps[i];
@@ -528,8 +532,9 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
     Status s = runStep(k, st, opt);
     std::lock_guard<std::mutex> g(mu);
     ++res.stepsRun;
-    const bool lastOfDevice =
-        st.bdf && (i + 1 == plan.steps.size() || plan.steps[i + 1].bdf != st.bdf);
+    // A device's steps need not be contiguous (a vGPU plan returns to a PF after its VFs):
+    // it is reported once, after the last of them.
+    const bool lastOfDevice = st.bdf && lastStepOf.at(*st.bdf) == i;
     if (st.bdf && (!s || lastOfDevice) && opt.onDevice) {
       if (const auto* mv = moveOf(*st.bdf)) opt.onDevice(*mv, s);
     }

@@ -160,6 +160,26 @@ TEST_CASE("an AMD host needs no intel_iommu and passes", "[preflight]") {
   CHECK(check(r, "boot.persistence").status == CheckStatus::kPass);
 }
 
+TEST_CASE("the IOMMU kernel argument follows the firmware's table, not the CPU vendor", "[preflight]") {
+  // QEMU's emulated VT-d under an AMD CPU model: the DMAR table makes the IOMMU Intel's, and
+  // intel-iommu stays off without intel_iommu=on whatever the CPU says.
+  Fixture fx("preflight-amd");
+  std::filesystem::remove(fx.path("sys/firmware/acpi/tables/IVRS"));
+  fx.write("sys/firmware/acpi/tables/DMAR", "DMAR");
+  auto r = preflightOn(fx, Mode::kVmPassthrough);
+  CHECK(check(r, "iommu.firmware").detail == "ACPI DMAR table present (Intel VT-d)");
+  // The kernel has IOMMU groups: on by default, but judged as Intel's.
+  CHECK(check(r, "cmdline.iommu").detail == "no intel_iommu=on, but the kernel enabled the IOMMU by default");
+  // Without groups it is the missing intel_iommu=on, not "AMD-Vi is on by default".
+  std::filesystem::remove_all(fx.path("sys/kernel/iommu_groups"));
+  std::filesystem::create_directories(fx.path("sys/kernel/iommu_groups"));
+  auto off = preflightOn(fx, Mode::kVmPassthrough);
+  const auto arg = check(off, "cmdline.iommu");
+  CHECK(arg.status == CheckStatus::kFail);
+  CHECK(arg.detail == "Intel host without intel_iommu=on on the kernel command line");
+  CHECK_THAT(arg.remedy, Catch::Contains("intel_iommu=on"));
+}
+
 TEST_CASE("nouveau loaded is a FAIL with the blacklist remedy, in every mode", "[preflight]") {
   Fixture fx("preflight-nouveau");
   for (Mode m : {Mode::kContainer, Mode::kVmPassthrough, Mode::kVmVgpu}) {

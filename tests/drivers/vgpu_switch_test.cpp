@@ -542,3 +542,27 @@ TEST_CASE("VFs another driver holds are named before a plan would disable SR-IOV
     CHECK(used[0] == "0000:3b:00.5 (VF of 0000:3b:00.0) on vfio-pci");
   }
 }
+
+TEST_CASE("each device of a vGPU plan is reported once, after its last step", "[vgpu]") {
+  // A device's steps are not contiguous: entering vm-vgpu parks the PF on pci-pf-stub and
+  // returns; leaving it disables every PF's VFs before any PF moves. A user sees one line each.
+  VRig r("vgpu-two-a10");
+  std::map<std::string, int> reports;
+  r.opt.onDevice = [&](const DeviceMove& mv, const Status& s) {
+    CHECK(s.ok());
+    ++reports[mv.bdf.str()];
+  };
+  auto once = [&] {
+    REQUIRE_FALSE(reports.empty());
+    for (const auto& [bdf, n] : reports) {
+      INFO(bdf);
+      CHECK(n == 1);
+    }
+    CHECK(reports.count("0000:3b:00.0") == 1);
+    reports.clear();
+  };
+  r.apply(Mode::kVmVgpu);
+  once();
+  r.apply(Mode::kVmPassthrough);
+  once();
+}
