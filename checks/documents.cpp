@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "drivers/text.hpp"
@@ -151,15 +152,69 @@ Result<std::vector<Document>> parseJson(std::string_view text, std::string_view 
   }
 }
 
+// The documents of a YAML stream, split at "---" / "..." marker lines, each with the line it
+// starts on. yaml-cpp 0.7's LoadAll() loops forever, allocating, on some malformed streams
+// (jbeder/yaml-cpp#1319, fixed in 0.8); Load() parses one document and always returns.
+struct YamlChunk {
+  std::string text;
+  size_t firstLine = 0;  // 0-based
+};
+std::vector<YamlChunk> splitYamlDocuments(std::string_view text) {
+  std::vector<YamlChunk> out(1);
+  size_t line = 0;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view l = text.substr(0, nl == std::string_view::npos ? text.size() : nl + 1);
+    text.remove_prefix(l.size());
+    const bool start = startsWith(l, "---") && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' ||
+                                               l[3] == '\n' || l[3] == '\r');
+    const bool end = startsWith(l, "...") && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' ||
+                                             l[3] == '\n' || l[3] == '\r');
+    if (start || end) {
+      if (!out.back().text.empty() || out.size() > 1) out.push_back({});
+      out.back().firstLine = line;
+      // "--- {a: 1}": the rest of the marker line belongs to the document; pad it so columns
+      // in error messages stay right.
+      if (start) out.back().text = "   " + std::string(l.substr(3));
+    } else {
+      if (out.back().text.empty()) out.back().firstLine = line;
+      out.back().text += l;
+    }
+    ++line;
+  }
+  return out;
+}
+
+// Does a document's text say nothing but null (blank, comments, "~", "null")? yaml-cpp also
+// returns a null node for a document it could not consume at all (",", "]"), which is an error.
+bool saysNull(std::string_view text) {
+  std::string rest;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view l = trim(text.substr(0, nl));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (l.empty() || l.front() == '#' || l.front() == '%') continue;
+    rest += std::string(l);
+  }
+  return rest.empty() || rest == "~" || rest == "null" || rest == "Null" || rest == "NULL";
+}
+
 Result<std::vector<Document>> parseYaml(std::string_view text, std::string_view name) {
   std::vector<YAML::Node> nodes;
-  try {
-    nodes = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return usageError(std::string(name) + ": malformed YAML at line " +
-                          std::to_string(e.mark.line + 1) + ", column " +
-                          std::to_string(e.mark.column + 1) + ": " + e.msg,
-                      "pass the output of 'kubectl get ... -o yaml' or '-o json' unchanged");
+  for (const auto& chunk : splitYamlDocuments(text)) {
+    try {
+      nodes.push_back(YAML::Load(chunk.text));
+      if (nodes.back().IsNull() && !saysNull(chunk.text)) {
+        return usageError(std::string(name) + ": malformed YAML at line " + std::to_string(chunk.firstLine + 1) +
+                              ": the document starting there cannot be read",
+                          "pass the output of 'kubectl get ... -o yaml' or '-o json' unchanged");
+      }
+    } catch (const YAML::Exception& e) {
+      return usageError(std::string(name) + ": malformed YAML at line " +
+                            std::to_string(chunk.firstLine + static_cast<size_t>(std::max(e.mark.line, 0)) + 1) +
+                            ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg,
+                        "pass the output of 'kubectl get ... -o yaml' or '-o json' unchanged");
+    }
   }
   std::vector<Document> out;
   size_t budget = kMaxYamlNodes;

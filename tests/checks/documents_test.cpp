@@ -44,6 +44,26 @@ TEST_CASE("malformed input names the file and the position", "[documents]") {
   CHECK(parseDocuments("  \n", "empty")->empty());
 }
 
+TEST_CASE("streams that make yaml-cpp 0.7's LoadAll loop forever are errors", "[documents]") {
+  // jbeder/yaml-cpp#1319: a document the parser cannot consume made LoadAll() push null
+  // documents without end (found by fuzz_node_documents; the input is in its corpus).
+  for (const char* text : {"\n,\n    ", "a: 1\n---\n,\n", "kind: Node\n---\n]\n"}) {
+    INFO(text);
+    auto d = parseDocuments(text, "nodes.yaml");
+    REQUIRE_FALSE(d);
+    CHECK_THAT(d.error().message, Catch::StartsWith("nodes.yaml: malformed YAML at line "));
+  }
+  // The line is counted in the whole stream, not in the document.
+  auto d = parseDocuments("kind: Node\n---\nkind: Pod\nx: [1\n", "nodes.yaml");
+  REQUIRE_FALSE(d);
+  CHECK_THAT(d.error().message, Catch::Contains("line 4") || Catch::Contains("line 5"));
+  // A document may start on its marker line.
+  auto inline_ = parseDocuments("--- {kind: Node}\n--- {kind: Pod}\n", "x.yaml");
+  REQUIRE(inline_);
+  REQUIRE(inline_->size() == 2);
+  CHECK(kindOf(inline_->at(1).body) == "Pod");
+}
+
 TEST_CASE("Lists expand to their items", "[documents]") {
   auto d = parseDocuments(R"({"kind":"List","items":[{"kind":"Node"},{"kind":"Node"}]})", "n.json");
   REQUIRE(d);
