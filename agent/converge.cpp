@@ -124,8 +124,8 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   // 6. Nobody may be holding what we are about to unbind, nor using a VF we would remove.
   if (auto used = vfsInUse(*snap, *plan, opt.selection.hostDriver); !used.empty() && !opt.force) {
     return failed(refusal("the plan disables SR-IOV under VFs that are in use: " + join(used, "; "),
-                          "release those VFs first (stop the VMs using them, unbind them), or "
-                          "pass --force to remove them anyway"));
+                          "stop the VMs using those VFs and unbind them, or pass --force to "
+                          "remove them anyway"));
   }
   auto holders = planHolders(host, *plan, apply);
   if (!holders.empty() && !opt.force) {

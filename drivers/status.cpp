@@ -367,6 +367,8 @@ nlohmann::ordered_json toJson(const StatusDocument& d) {
       e["sriov"] = nullptr;
     }
     e["physfn"] = f.physfn ? ojson(f.physfn->str()) : ojson(nullptr);
+    // Only while an unbind of it is blocked in the kernel (driverOverride is then unknown).
+    if (f.unbindPending) e["unbindPending"] = true;
     j["devices"].push_back(std::move(e));
   }
   j["vgpuDevices"] = ojson::array();

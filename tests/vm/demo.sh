@@ -17,18 +17,17 @@ for a in "$@"; do
         *) HOSTPREP=$a ;;
     esac
 done
+# Idempotent and quick when everything is there; on a fresh machine it installs the build's
+# -dev libraries and QEMU (a machine may have cmake and still lack libkmod-dev).
+bash "$TOP/.ci/install-deps" >&2
 if [ -z "$HOSTPREP" ]; then
     HOSTPREP=$TOP/build/hostprep
     if [ ! -x "$HOSTPREP" ]; then
-        if ! command -v cmake >/dev/null || ! command -v qemu-system-x86_64 >/dev/null; then
-            "$TOP/.ci/install-deps"
-        fi
         echo "demo: building hostprep" >&2
         cmake -S "$TOP" -B "$TOP/build" >/dev/null
         cmake --build "$TOP/build" -j"$(nproc)" --target hostprep >&2
     fi
 fi
-command -v qemu-system-x86_64 >/dev/null || "$TOP/.ci/install-deps"
 INITRD=$("$HERE/build-initramfs.sh" "$(realpath "$HOSTPREP")")
 # Kernel messages stay off the console (loglevel=4 in run-vm.sh); the demo's own output is
 # everything after "HPVM: booted".

@@ -108,8 +108,7 @@ stamp=$CACHE/stamps/busybox-$BB_VER
 if [ ! -e "$stamp" ]; then
     log "unpacking busybox-static $BB_VER"
     rm -rf "$BBROOT"; mkdir -p "$BBROOT"
-    dpkg -x "$(deb_path "busybox-static=$BB_VER"
-      "kmod=$KMOD_VER")" "$BBROOT"
+    dpkg -x "$(deb_path "busybox-static=$BB_VER")" "$BBROOT"
     touch "$stamp"
 fi
 

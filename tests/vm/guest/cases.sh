@@ -207,8 +207,10 @@ hp_t_runs() {
 hp_t_preflight() {
     hp preflight --mode vm-passthrough $HP_IDS --devices $EDU_A,$EDU_B,$EDU_C --color never
     [ "$HP_RC" = 0 ] || [ "$HP_RC" = 1 ] || die "exit $HP_RC"
-    for c in "IOMMU in firmware" "IOMMU enabled by the kernel" "Interrupt remapping" "VFIO modules" \
-             "IOMMU group isolation" "GPUs present"; do
+    # "IOMMU kernel argument": QEMU's VT-d (a DMAR table) under TCG's CPU model, whatever its
+    # vendor string, needs intel_iommu=on, which this guest has.
+    for c in "IOMMU in firmware" "IOMMU enabled by the kernel" "IOMMU kernel argument" "Interrupt remapping" \
+             "VFIO modules" "IOMMU group isolation" "GPUs present"; do
         grep -qE "^PASS +$c" $T/hp.out || die "check '$c' did not PASS: $(grep -E "^[A-Z]+ +$c" $T/hp.out)"
     done
     hp preflight --mode vm-passthrough $HP_IDS --devices $EDU_D --color never
@@ -317,18 +319,53 @@ hp_t_in_use() {
 }
 
 hp_t_mid_plan_failure() {
-    # EDU_A moves first; the nvme PF (selected through --gpu-ids) has a VF enabled, which
-    # vfio-pci refuses ("Cannot bind to PF with SR-IOV enabled", EBUSY) after the nvme unbind.
-    echo 0 > $P/$NVME/sriov_drivers_autoprobe
-    echo 1 > $P/$NVME/sriov_numvfs
+    # Half-way back to the host driver, standin's probe() refuses EDU_B (its refuse_probe
+    # parameter, a real -EIO from a real probe) while EDU_A moves: hostprep must put both back on
+    # vfio-pci, exactly as they were, and leave no journal.
+    local rp=/sys/module/standin/parameters/refuse_probe
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A,$EDU_B
     pci_state > $T/s1
-    hp_expect 1 prepare --mode vm-passthrough --gpu-ids 1234:11e8,1b36:0010 --host-driver standin \
-        --devices $EDU_A,$NVME
-    grep -q "$EDU_A.*ok" $T/hp.out || note "EDU_A was not moved before the failure (plan order changed?)"
+    echo $EDU_B > $rp
+    hp prepare --mode container $HP_IDS --devices $EDU_A,$EDU_B
+    echo > $rp
+    [ "$HP_RC" = 1 ] || die "exit $HP_RC with $EDU_B's probe refused, expected 1"
+    grep -q "$EDU_B" $T/hp.out || die "the error does not name $EDU_B: $(tail -n 2 $T/hp.out | tr '\n' ' ')"
+    grep -q "rolled back\|put back\|original" $T/hp.out || note "no rollback wording in the output"
+    dmesg | tail -n 40 | grep -q "probe refused" || die "standin never refused a probe (the plan did not reach $EDU_B?)"
     state_diff $T/s1 > $T/sd.out || die "not rolled back: $(tr '\n' ';' < $T/sd.out)"
     expect_no_journal
-    echo 0 > $P/$NVME/sriov_numvfs
+    back_to_container $EDU_A,$EDU_B
+    expect_boot_state
+}
+
+hp_t_vf_in_use() {
+    # A PF (the nvme, standing in for a GPU) whose VF a VM could be using (bound to vfio-pci):
+    # vm-passthrough must disable SR-IOV first (vfio-pci refuses a PF with VFs), which would
+    # yank the VF, so hostprep refuses before anything changes. With the VF free, the PF moves
+    # and its VFs go.
+    local vf ids="--gpu-ids 1b36:0010 --host-driver nvme"
+    modprobe vfio-pci
+    echo 0 > $P/$NVME/sriov_drivers_autoprobe
+    echo 1 > $P/$NVME/sriov_numvfs
+    vf=$(readlink $P/$NVME/virtfn0); vf=${vf##*/}
+    vfio_bind $vf
+    expect_drv $vf vfio-pci "the VF after vfio_bind"
+    pci_state > $T/s1
+    hp_expect 3 prepare --mode vm-passthrough $ids --devices $NVME
+    grep -q "$vf (VF of $NVME) on vfio-pci" $T/hp.out || die "the refusal does not name the VF"
+    state_diff $T/s1 > $T/sd.out || die "changed although refused: $(tr '\n' ';' < $T/sd.out)"
+    [ "$(cat $P/$NVME/sriov_numvfs)" = 1 ] || die "the VF is gone although refused"
+    expect_no_journal
+    # Free the VF: now the plan disables SR-IOV, and the PF goes to vfio-pci.
+    echo > $P/$vf/driver_override
+    echo $vf > /sys/bus/pci/drivers/vfio-pci/unbind
+    hp_expect 0 prepare --mode vm-passthrough $ids --devices $NVME
+    expect_drv $NVME vfio-pci
+    [ "$(cat $P/$NVME/sriov_numvfs)" = 0 ] || die "sriov_numvfs $(cat $P/$NVME/sriov_numvfs) after the move"
+    hp_expect 0 prepare --mode container $ids --devices $NVME
+    wait_drv $NVME nvme 30 || die "nvme PF on '$(drv $NVME)' after container mode"
     echo 1 > $P/$NVME/sriov_drivers_autoprobe
+    expect_no_journal
     expect_boot_state
 }
 
@@ -427,6 +464,7 @@ hp_t_noiommu_preflight() {
     [ "$HP_RC" = 1 ] || die "exit $HP_RC, expected 1"
     grep -qE "^FAIL +IOMMU enabled by the kernel" $T/hp.out || die "'IOMMU enabled by the kernel' did not FAIL"
     grep -qE "^PASS +IOMMU in firmware" $T/hp.out || die "the DMAR table is there: 'IOMMU in firmware' should PASS"
+    grep -qE "^FAIL +IOMMU kernel argument.*intel_iommu=off" $T/hp.out || die "'IOMMU kernel argument' did not FAIL naming intel_iommu=off"
     note "$(grep -E '^[A-Z]+ +IOMMU kernel argument' $T/hp.out)"
     note "$(grep -E '^[A-Z]+ +IOMMU enabled by the kernel' $T/hp.out)"
 }

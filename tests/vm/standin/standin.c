@@ -8,7 +8,9 @@
  *   - remove() blocks while any of those nodes is open (nvidia's remove loops while its usage
  *     count is non-zero), so an unbind write hangs until the last holder closes its fd;
  *   - module parameter remove_delay_ms (writable at runtime) delays remove() to model a slow
- *     teardown.
+ *     teardown;
+ *   - module parameter refuse_probe (writable at runtime, a PCI address) makes probe() of that
+ *     device fail with -EIO, so a switch back to the host driver fails half-way on a real kernel.
  */
 #include <linux/module.h>
 #include <linux/pci.h>
@@ -23,6 +25,10 @@
 static unsigned int remove_delay_ms;
 module_param(remove_delay_ms, uint, 0644);
 MODULE_PARM_DESC(remove_delay_ms, "Sleep this long in remove() before tearing down");
+
+static char refuse_probe[32];
+module_param_string(refuse_probe, refuse_probe, sizeof(refuse_probe), 0644);
+MODULE_PARM_DESC(refuse_probe, "probe() of this PCI address fails with -EIO");
 
 static DEFINE_IDA(standin_ida);
 
@@ -89,6 +95,10 @@ static int standin_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	struct standin_dev *sd;
 	int ret;
 
+	if (refuse_probe[0] && sysfs_streq(refuse_probe, pci_name(pdev))) {
+		dev_info(&pdev->dev, "standin: probe refused (refuse_probe)\n");
+		return -EIO;
+	}
 	sd = kzalloc(sizeof(*sd), GFP_KERNEL);
 	if (!sd)
 		return -ENOMEM;
