@@ -319,22 +319,29 @@ hp_t_in_use() {
 }
 
 hp_t_mid_plan_failure() {
-    # Half-way back to the host driver, standin's probe() refuses EDU_B (its refuse_probe
-    # parameter, a real -EIO from a real probe) while EDU_A moves: hostprep must put both back on
-    # vfio-pci, exactly as they were, and leave no journal.
-    local rp=/sys/module/standin/parameters/refuse_probe
-    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A,$EDU_B
+    # A real fault sweep: on the way back to the host driver, standin's probe() refuses one
+    # device (its refuse_probe parameter: a real -EIO from a real probe) while the others move.
+    # For each device in turn hostprep must put every device back on vfio-pci exactly as it was,
+    # and leave no journal. C brings its audio companion, so the plan has 4 functions.
+    local rp=/sys/module/standin/parameters/refuse_probe devs=$EDU_A,$EDU_B,$EDU_C victim n=0
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $devs
     pci_state > $T/s1
-    echo $EDU_B > $rp
-    hp prepare --mode container $HP_IDS --devices $EDU_A,$EDU_B
-    echo > $rp
-    [ "$HP_RC" = 1 ] || die "exit $HP_RC with $EDU_B's probe refused, expected 1"
-    grep -q "$EDU_B" $T/hp.out || die "the error does not name $EDU_B: $(tail -n 2 $T/hp.out | tr '\n' ' ')"
-    grep -q "rolled back\|put back\|original" $T/hp.out || note "no rollback wording in the output"
-    dmesg | tail -n 40 | grep -q "probe refused" || die "standin never refused a probe (the plan did not reach $EDU_B?)"
-    state_diff $T/s1 > $T/sd.out || die "not rolled back: $(tr '\n' ';' < $T/sd.out)"
-    expect_no_journal
-    back_to_container $EDU_A,$EDU_B
+    for victim in $EDU_A $EDU_B $EDU_C; do
+        d0=$(dmesg | wc -l)
+        echo $victim > $rp
+        hp prepare --mode container $HP_IDS --devices $devs
+        echo > $rp
+        [ "$HP_RC" = 1 ] || die "exit $HP_RC with $victim's probe refused, expected 1"
+        grep -q "$victim" $T/hp.out || die "the error does not name $victim: $(tail -n 2 $T/hp.out | tr '\n' ' ')"
+        dmesg | tail -n +$((d0 + 1)) | grep -q "$victim.*probe refused" \
+            || die "standin never refused $victim's probe (the plan did not reach it?)"
+        state_diff $T/s1 > $T/sd.out || die "$victim refused: not rolled back: $(tr '\n' ';' < $T/sd.out)"
+        expect_no_journal
+        n=$((n + 1))
+    done
+    note "$n fault points (a refused probe per device), 0 stranded"
+    back_to_container $devs
+    wait_drv $HDA_C snd_hda_intel 30 || true
     expect_boot_state
 }
 
