@@ -34,7 +34,7 @@ command -v debootstrap >/dev/null || { log "debootstrap not installed (.ci/insta
 mkdir -p "$DIR"
 tmp=$(mktemp -d "$DIR/build.XXXXXX")
 cleanup() { # debootstrap may leave proc/sys mounted in the target on failure
-    grep -o " $tmp/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" || true; done
+    { grep -o " $tmp/[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
     rm -rf --one-file-system "$tmp"
 }
 trap cleanup EXIT
