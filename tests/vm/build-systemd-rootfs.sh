@@ -57,5 +57,6 @@ rm -rf "$tmp/root"/var/cache/apt/archives/*.deb "$tmp/root"/var/lib/apt/lists/* 
        "$tmp/root"/usr/share/{doc,man,info,locale}/*
 tar -C "$tmp/root" --numeric-owner -cf "$OUT.tmp" .
 mv "$OUT.tmp" "$OUT"
+find "$DIR" -maxdepth 1 -name "$SUITE-*.tar" ! -name "${OUT##*/}" -delete   # superseded recipes
 log "$(du -h "$OUT" | cut -f1) $OUT in $(( $(date +%s) - t0 ))s"
 echo "$OUT"
