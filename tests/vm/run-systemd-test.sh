@@ -47,7 +47,9 @@ unit=$(find "$R"/usr/local/lib/systemd/system "$R"/usr/lib/systemd/system "$R"/l
         -maxdepth 1 -name hostprep-prepare.service 2>/dev/null | head -n1 || true)
 [ -n "$unit" ] || { log "cmake --install put no hostprep-prepare.service into a systemd unit directory"; exit 1; }
 bin=$(sed -n 's/^ExecStart=\([^ ]*hostprep\) .*/\1/p' "$unit" | head -n1)
-[ -n "$bin" ] && [ -x "$R$bin" ] || { log "the installed hostprep-prepare.service names '$bin', not installed"; exit 1; }
+if [ -z "$bin" ] || [ ! -x "$R$bin" ]; then
+    log "the installed hostprep-prepare.service names '$bin', not installed"; exit 1
+fi
 if missing=$(chroot "$R" ldd "$bin" | grep 'not found'); then
     log "libraries missing in the rootfs (add them to build-systemd-rootfs.sh):"; echo "$missing" >&2; exit 1
 fi
