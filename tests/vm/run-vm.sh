@@ -2,7 +2,7 @@
 # Boot the test VM once and check what the guest reported on its serial console.
 #
 #   tests/vm/run-vm.sh [--initrd FILE] [--suite NAME] [--append "ARGS"] [--iommu on|default|off]
-#                      [--no-iommu] [--timeout SECONDS] [--log FILE] [--no-check]
+#                      [--no-iommu] [--timeout SECONDS] [--log FILE] [--no-check] [--disk IMAGE]
 #
 # --suite       guest script /tests/NAME.sh to run (default: tests)
 # --append      extra kernel command-line arguments
@@ -12,6 +12,8 @@
 #               the kernel does not use them) -- for preflight checks that must notice
 # --no-iommu    same as --iommu off
 # --no-check    only boot and stream the console (for demos); exit status is QEMU's
+# --disk        a raw disk image as virtio-blk at 00:0a.0 (the systemd flavour's root file
+#               system); the rest of the topology is unchanged
 # Fails (exit 1) on: timeout/hang, kernel panic or oops, no "N passed, N failed" line, any FAIL.
 # The topology is documented in tests/vm/README.md; keep the two in sync.
 set -euo pipefail
@@ -26,6 +28,7 @@ IOMMU="intel_iommu=on iommu=pt"
 TIMEOUT=${HOSTPREP_VM_TIMEOUT:-240}
 LOG=
 CHECK=1
+DISK=()
 while [ $# -gt 0 ]; do
     case $1 in
         --initrd) INITRD=$2; shift 2 ;;
@@ -43,6 +46,8 @@ while [ $# -gt 0 ]; do
         --timeout) TIMEOUT=$2; shift 2 ;;
         --log) LOG=$2; shift 2 ;;
         --no-check) CHECK=0; shift ;;
+        --disk) DISK=(-drive "file=$2,if=none,id=hd0,format=raw,cache=unsafe"
+                      -device virtio-blk-pci,drive=hd0,bus=pcie.0,addr=0a.0); shift 2 ;;
         *) echo "run-vm: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -85,6 +90,7 @@ QEMU=(qemu-system-x86_64
     -device pcie-pci-bridge,id=pb,bus=pcie.0,addr=09.0
     -device edu,bus=pb,addr=01.0
     -device pci-ohci,bus=pb,addr=02.0
+    ${DISK[@]+"${DISK[@]}"}
 )
 
 start=$(date +%s.%N)

@@ -1,0 +1,62 @@
+#!/bin/bash
+# Build (once) the Debian 12 rootfs of the systemd flavour of the VM test, cached.
+#
+#   tests/vm/build-systemd-rootfs.sh        -> prints the path of the cached rootfs tarball
+#
+# debootstrap --variant=minbase bookworm with systemd, udev, kmod and the runtime libraries the
+# hostprep binary links (libkmod, libudev, boost program_options, spdlog, fmt, yaml-cpp,
+# libsystemd). The result is a tarball under $CACHE/systemd-rootfs/<key>.tar, keyed by the suite,
+# the mirror and the package list: a second run only prints the path. Needs root (debootstrap).
+# Exit 77 when debootstrap cannot reach the mirror (CTest skips the test); other failures exit 1.
+set -euo pipefail
+
+CACHE=${HOSTPREP_VM_CACHE:-$HOME/.cache/hostprep-vm}
+SUITE=${HOSTPREP_VM_SUITE:-bookworm}
+MIRROR=${HOSTPREP_VM_MIRROR:-http://deb.debian.org/debian}
+# Keep in sync with the libraries `ldd build/hostprep` lists (run-systemd-test.sh checks it);
+# procps for /bin/kill (hostprep.service's ExecReload), as on any real node.
+PKGS=(systemd udev kmod dbus procps
+      libkmod2 libudev1 libsystemd0 libboost-program-options1.74.0 libspdlog1.10 libfmt9
+      libyaml-cpp0.7)
+# Bump when the way the tarball is made changes.
+RECIPE=1
+log() { echo "build-systemd-rootfs: $*" >&2; }
+
+key=$(printf '%s\n' "$RECIPE" "$SUITE" "$MIRROR" "${PKGS[@]}" | sha256sum | cut -c1-16)
+DIR=$CACHE/systemd-rootfs
+OUT=$DIR/$SUITE-$key.tar
+if [ -s "$OUT" ]; then
+    echo "$OUT"
+    exit 0
+fi
+command -v debootstrap >/dev/null || { log "debootstrap not installed (.ci/install-deps)"; exit 1; }
+[ "$(id -u)" = 0 ] || { log "debootstrap needs root"; exit 1; }
+mkdir -p "$DIR"
+tmp=$(mktemp -d "$DIR/build.XXXXXX")
+cleanup() { # debootstrap may leave proc/sys mounted in the target on failure
+    { grep -o " $tmp/[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
+    rm -rf --one-file-system "$tmp"
+}
+trap cleanup EXIT
+log "debootstrap --variant=minbase $SUITE from $MIRROR (${PKGS[*]})"
+t0=$(date +%s)
+incl=$(IFS=,; echo "${PKGS[*]}")
+if ! debootstrap --variant=minbase --include="$incl" "$SUITE" "$tmp/root" "$MIRROR" \
+        >"$tmp/debootstrap.log" 2>&1; then
+    tail -n 20 "$tmp/debootstrap.log" >&2
+    # Only an unreachable mirror is a skip; anything else is a real failure.
+    if grep -qiE 'Failed getting release file|Temporary failure resolving|Could not resolve|Connection (refused|timed out)|Network is unreachable|No route to host' \
+            "$tmp/debootstrap.log" "$tmp/root/debootstrap/debootstrap.log" 2>/dev/null; then
+        log "mirror $MIRROR unreachable: skipping"
+        exit 77
+    fi
+    exit 1
+fi
+# Smaller and quicker to copy per run: no apt lists, docs, man pages, locales.
+rm -rf "$tmp/root"/var/cache/apt/archives/*.deb "$tmp/root"/var/lib/apt/lists/* \
+       "$tmp/root"/usr/share/{doc,man,info,locale}/*
+tar -C "$tmp/root" --numeric-owner -cf "$OUT.tmp" .
+mv "$OUT.tmp" "$OUT"
+find "$DIR" -maxdepth 1 -name "$SUITE-*.tar" ! -name "${OUT##*/}" -delete   # superseded recipes
+log "$(du -h "$OUT" | cut -f1) $OUT in $(( $(date +%s) - t0 ))s"
+echo "$OUT"
