@@ -75,6 +75,8 @@ cp "$WORK/base/mod-standin/standin.ko" "$R/lib/modules/$KVER/extra/"
 "$DEPMOD" -b "$R" "$KVER"
 echo standin > "$R/etc/modules-load.d/standin.conf"     # the host driver loads at boot, as nvidia
 
+# The install rules put the default config where the agent reads it, whatever the prefix.
+[ -f "$R/etc/hostprep/config.yaml" ] || { log "cmake --install put no /etc/hostprep/config.yaml"; exit 1; }
 install -D -m 0644 "$HERE/systemd/config.yaml" "$R/etc/hostprep/config.yaml"
 install -D -m 0755 "$HERE/systemd/kubelet-standin" "$R/usr/local/libexec/kubelet-standin"
 install -D -m 0755 "$HERE/systemd/hostprep-vmtest" "$R/usr/local/libexec/hostprep-vmtest"
