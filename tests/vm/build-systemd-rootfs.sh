@@ -2,6 +2,11 @@
 # Build (once) the Debian 12 rootfs of the systemd flavour of the VM test, cached.
 #
 #   tests/vm/build-systemd-rootfs.sh        -> prints the path of the cached rootfs tarball
+#   HOSTPREP_VM_EXTRA_PKGS="driverctl" tests/vm/build-systemd-rootfs.sh
+#                                           -> a second flavour with these packages added (the
+#                                              benchmark's driverctl baseline); its own tarball,
+#                                              $SUITE+<pkgs>-<key>.tar, so the CI test's rootfs
+#                                              is neither changed nor evicted
 #
 # debootstrap --variant=minbase bookworm with systemd, udev, kmod and the runtime libraries the
 # hostprep binary links (libkmod, libudev, boost program_options, spdlog, fmt, yaml-cpp,
@@ -18,13 +23,18 @@ MIRROR=${HOSTPREP_VM_MIRROR:-http://deb.debian.org/debian}
 PKGS=(systemd udev kmod dbus procps
       libkmod2 libudev1 libsystemd0 libboost-program-options1.74.0 libspdlog1.10 libfmt9
       libyaml-cpp0.7)
+# Extra packages (space-separated), for the benchmark only; part of the key and of the name.
+read -r -a EXTRA <<< "${HOSTPREP_VM_EXTRA_PKGS:-}"
+PKGS+=("${EXTRA[@]}")
 # Bump when the way the tarball is made changes.
 RECIPE=1
 log() { echo "build-systemd-rootfs: $*" >&2; }
 
 key=$(printf '%s\n' "$RECIPE" "$SUITE" "$MIRROR" "${PKGS[@]}" | sha256sum | cut -c1-16)
 DIR=$CACHE/systemd-rootfs
-OUT=$DIR/$SUITE-$key.tar
+NAME=$SUITE
+[ ${#EXTRA[@]} = 0 ] || NAME=$SUITE+$(IFS=+; echo "${EXTRA[*]}")
+OUT=$DIR/$NAME-$key.tar
 if [ -s "$OUT" ]; then
     echo "$OUT"
     exit 0
@@ -57,6 +67,7 @@ rm -rf "$tmp/root"/var/cache/apt/archives/*.deb "$tmp/root"/var/lib/apt/lists/* 
        "$tmp/root"/usr/share/{doc,man,info,locale}/*
 tar -C "$tmp/root" --numeric-owner -cf "$OUT.tmp" .
 mv "$OUT.tmp" "$OUT"
-find "$DIR" -maxdepth 1 -name "$SUITE-*.tar" ! -name "${OUT##*/}" -delete   # superseded recipes
+# Superseded recipes of this flavour only ("bookworm-*" never matches "bookworm+driverctl-*").
+find "$DIR" -maxdepth 1 -name "$NAME-*.tar" ! -name "${OUT##*/}" -delete
 log "$(du -h "$OUT" | cut -f1) $OUT in $(( $(date +%s) - t0 ))s"
 echo "$OUT"
