@@ -2,6 +2,14 @@
 # The systemd flavour of the VM test (CTest: vm.systemd).
 #
 #   tests/vm/run-systemd-test.sh BUILD_DIR
+#   tests/vm/run-systemd-test.sh --bench-driverctl [--reps N] [--log FILE] BUILD_DIR
+#
+# --bench-driverctl: not the test but tests/bench/run's driverctl baseline: the same guest built
+# from a second cached rootfs with Debian's driverctl added (HOSTPREP_VM_EXTRA_PKGS=driverctl; the
+# test's rootfs stays as it is), in its own work directory, with none of hostprep's units enabled
+# (the GPUs stay on standin after boot) and hostprep-bench-driverctl.service instead of the checks:
+# it prints "BENCH slow.driverctl|slow.driverctl.back|slow.hostprep <ms>" lines, N repetitions
+# (default 3), to the serial log (--log, default WORK/serial-bench-driverctl.log).
 #
 # Boots a Debian 12 rootfs (debootstrap, cached by build-systemd-rootfs.sh) under systemd on the
 # harness's QEMU topology, with hostprep installed by its own install rules (cmake --install
@@ -15,10 +23,23 @@
 # Needs root (debootstrap, and the rootfs copy keeps root-owned files), mkfs.ext4 (e2fsprogs).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-BUILD=$(realpath "${1:?usage: run-systemd-test.sh BUILD_DIR}")
+BENCH=0; REPS=3; LOG=
+while [ $# -gt 1 ]; do
+    case $1 in
+        --bench-driverctl) BENCH=1; shift ;;
+        --reps) REPS=$2; shift 2 ;;
+        --log) LOG=$2; shift 2 ;;
+        *) echo "run-systemd-test: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+BUILD=$(realpath "${1:?usage: run-systemd-test.sh [--bench-driverctl [--reps N] [--log FILE]] BUILD_DIR}")
 [ -f "$BUILD/CMakeCache.txt" ] || { echo "run-systemd-test: $BUILD is not a CMake build dir" >&2; exit 1; }
 CACHE=${HOSTPREP_VM_CACHE:-$HOME/.cache/hostprep-vm}
 WORK=${HOSTPREP_VM_WORK:-$CACHE/work}/systemd
+if [ $BENCH = 1 ]; then
+    WORK=$WORK-bench-driverctl
+    export HOSTPREP_VM_EXTRA_PKGS=driverctl
+fi
 log() { echo "run-systemd-test: $*" >&2; }
 command -v qemu-system-x86_64 >/dev/null || { log "qemu-system-x86_64 not installed"; exit 1; }
 command -v mkfs.ext4 >/dev/null || PATH=$PATH:/usr/sbin:/sbin
@@ -81,14 +102,23 @@ install -D -m 0644 "$HERE/systemd/config.yaml" "$R/etc/hostprep/config.yaml"
 install -D -m 0755 "$HERE/systemd/kubelet-standin" "$R/usr/local/libexec/kubelet-standin"
 install -D -m 0755 "$HERE/systemd/hostprep-vmtest" "$R/usr/local/libexec/hostprep-vmtest"
 install -m 0644 "$HERE/systemd/kubelet.service" "$HERE/systemd/hostprep-vmtest.service" "$R/etc/systemd/system/"
+if [ $BENCH = 1 ]; then
+    [ -x "$R/usr/sbin/driverctl" ] || { log "no driverctl in the bench rootfs $TARBALL"; exit 1; }
+    install -D -m 0755 "$HERE/systemd/hostprep-bench-driverctl" "$R/usr/local/libexec/hostprep-bench-driverctl"
+    install -m 0644 "$HERE/systemd/hostprep-bench-driverctl.service" "$R/etc/systemd/system/"
+fi
 echo hpvm > "$R/etc/hostname"
 echo 5f0e1c2a9b8d4e7f8a6b3c2d1e0f9a8b > "$R/etc/machine-id"   # not a first boot
 echo '/dev/vda / ext4 rw 0 0' > "$R/etc/fstab"
 systemctl --root="$R" --quiet set-default multi-user.target
 systemctl --root="$R" --quiet mask serial-getty@ttyS0.service getty@tty1.service \
     apt-daily.timer apt-daily-upgrade.timer
-systemctl --root="$R" --quiet enable hostprep-prepare.service hostprep.service kubelet.service \
-    hostprep-vmtest.service
+if [ $BENCH = 1 ]; then
+    systemctl --root="$R" --quiet enable hostprep-bench-driverctl.service
+else
+    systemctl --root="$R" --quiet enable hostprep-prepare.service hostprep.service kubelet.service \
+        hostprep-vmtest.service
+fi
 
 IMG=$WORK/root.img
 rm -f "$IMG"
@@ -110,7 +140,12 @@ t2=$(date +%s)
 log "rootfs ready in $((t1 - t0))s, image $(du -h --apparent-size "$IMG" | cut -f1) + initramfs in $((t2 - t1))s"
 
 rc=0
-"$HERE/run-vm.sh" --initrd "$INITRD" --disk "$IMG" --suite systemd \
-    --timeout "${HOSTPREP_VM_TIMEOUT:-600}" --log "$WORK/serial-systemd.log" || rc=$?
+if [ $BENCH = 1 ]; then
+    "$HERE/run-vm.sh" --initrd "$INITRD" --disk "$IMG" --suite bench-driverctl --append "hp.nslow=$REPS" \
+        --timeout "${HOSTPREP_VM_TIMEOUT:-1200}" --log "${LOG:-$WORK/serial-bench-driverctl.log}" || rc=$?
+else
+    "$HERE/run-vm.sh" --initrd "$INITRD" --disk "$IMG" --suite systemd \
+        --timeout "${HOSTPREP_VM_TIMEOUT:-600}" --log "$WORK/serial-systemd.log" || rc=$?
+fi
 log "total $(( $(date +%s) - t0 ))s, exit $rc"
 exit $rc
