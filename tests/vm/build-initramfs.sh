@@ -64,15 +64,9 @@ echo 'root:x:0:' > "$R/etc/group"
 # Modules (and what they depend on), at their usual paths.
 MODS=(vfio vfio_pci vfio_pci_core vfio_iommu_type1 vfio_virqfd irqbypass mdev pci_pf_stub
       e1000e nvme nvme_core crc64_rocksoft_generic snd_hda_intel snd_hda_codec_generic)
-for m in "${MODS[@]}"; do
-    "$KMODPROBE" -d "$KROOT" -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" { print $2 }'
-done | sort -u | while read -r ko; do
-    rel=${ko#"$KROOT"/}
-    mkdir -p "$R/$(dirname "$rel")"
-    cp "$ko" "$R/$rel"
-done
+. "$HERE/modules.sh"
+copy_modules "$R" "${MODS[@]}"
 cp "$WORK/mod-standin/standin.ko" "$WORK/mod-mtty/mtty.ko" "$R/lib/modules/$KVER/extra/"
-cp "$KMODDIR"/modules.{builtin,builtin.modinfo,order} "$R/lib/modules/$KVER/"
 "$DEPMOD" -b "$R" "$KVER"
 
 cp "$WORK/bin/vfio-group-status" "$WORK/bin/hold" "$WORK/bin/sysfs-write" "$R/usr/local/bin/"

@@ -79,17 +79,7 @@ fi
 MODS=(vfio vfio_pci vfio_pci_core vfio_iommu_type1 vfio_virqfd irqbypass mdev pci_pf_stub
       e1000e nvme nvme_core crc64_rocksoft_generic snd_hda_intel snd_hda_codec_generic
       virtio_pci virtio_blk crc32c_generic ext4)
-copy_modules() { # dest root, module names...
-    local dest=$1; shift
-    for m in "$@"; do
-        "$KMODPROBE" -d "$KROOT" -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" { print $2 }'
-    done | sort -u | while read -r ko; do
-        rel=${ko#"$KROOT"/}
-        mkdir -p "$dest/$(dirname "$rel")"
-        cp "$ko" "$dest/$rel"
-    done
-    cp "$KMODDIR"/modules.{builtin,builtin.modinfo,order} "$dest/lib/modules/$KVER/"
-}
+. "$HERE/modules.sh"
 copy_modules "$R" "${MODS[@]}"
 mkdir -p "$R/lib/modules/$KVER/extra"
 cp "$WORK/base/mod-standin/standin.ko" "$R/lib/modules/$KVER/extra/"
