@@ -159,26 +159,26 @@ struct YamlChunk {
   std::string text;
   size_t firstLine = 0;  // 0-based
 };
+// A document marker line: "---" or "..." alone or followed by blanks ("--- {a: 1}").
+bool isMarker(std::string_view line, std::string_view marker) {
+  return startsWith(line, marker) &&
+         (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+}
+
 std::vector<YamlChunk> splitYamlDocuments(std::string_view text) {
   std::vector<YamlChunk> out(1);
   size_t line = 0;
-  while (!text.empty()) {
-    size_t nl = text.find('\n');
-    std::string_view l = text.substr(0, nl == std::string_view::npos ? text.size() : nl + 1);
-    text.remove_prefix(l.size());
-    const bool start = startsWith(l, "---") && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' ||
-                                               l[3] == '\n' || l[3] == '\r');
-    const bool end = startsWith(l, "...") && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' ||
-                                             l[3] == '\n' || l[3] == '\r');
-    if (start || end) {
+  for (std::string_view l : splitLines(text)) {
+    const bool start = isMarker(l, "---");
+    if (start || isMarker(l, "...")) {
       if (!out.back().text.empty() || out.size() > 1) out.push_back({});
       out.back().firstLine = line;
       // "--- {a: 1}": the rest of the marker line belongs to the document; pad it so columns
       // in error messages stay right.
-      if (start) out.back().text = "   " + std::string(l.substr(3));
+      if (start) out.back().text = "   " + std::string(l.substr(3)) + "\n";
     } else {
       if (out.back().text.empty()) out.back().firstLine = line;
-      out.back().text += l;
+      out.back().text += std::string(l) + "\n";
     }
     ++line;
   }
@@ -189,10 +189,8 @@ std::vector<YamlChunk> splitYamlDocuments(std::string_view text) {
 // returns a null node for a document it could not consume at all (",", "]"), which is an error.
 bool saysNull(std::string_view text) {
   std::string rest;
-  while (!text.empty()) {
-    size_t nl = text.find('\n');
-    std::string_view l = trim(text.substr(0, nl));
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  for (std::string_view l : splitLines(text)) {
+    l = trim(l);
     if (l.empty() || l.front() == '#' || l.front() == '%') continue;
     rest += std::string(l);
   }
