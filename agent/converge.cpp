@@ -56,9 +56,6 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
     lock.emplace(std::move(*l));
   }
 
-  // 2. Read the host.
-  auto snap = readSnapshot(host);
-  if (!snap) return failed(snap.error());
   ApplyOptions apply;
   apply.unbindTimeout = opt.unbindTimeout;
   apply.hostDriver = opt.selection.hostDriver;
@@ -66,7 +63,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   apply.onDevice = opt.onDevice;
   apply.afterStep = opt.afterStep;
 
-  // 3. A journal left by a run that died is resolved first: the host goes back to where it was.
+  // 2. A journal left by a run that died is resolved first: the host goes back to where it was.
   if (opt.dryRun) {
     if (auto jr = readJournal(host); jr && *jr) c.journalPending = true;
   } else {
@@ -75,10 +72,12 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
     if (*rec) {
       c.recovered = **rec;
       spdlog::warn("rolled back an interrupted run: {} device(s) restored", **rec);
-      snap = readSnapshot(host);
-      if (!snap) return failed(snap.error());
     }
   }
+
+  // 3. Read the host, once, as the recovery left it.
+  auto snap = readSnapshot(host);
+  if (!snap) return failed(snap.error());
   c.snapshot = *snap;
 
   // 4. Select the GPUs and their companions; refuse unsafe groups.
