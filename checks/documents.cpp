@@ -149,6 +149,10 @@ Result<std::vector<Document>> parseJson(std::string_view text, std::string_view 
                           ", column " + std::to_string(p.column) + " (byte " +
                           std::to_string(e.byte) + "): " + detail,
                       "pass the output of 'kubectl get ... -o json' or '-o yaml' unchanged");
+  } catch (const json::out_of_range& e) {
+    // A number that does not fit a double ("5E051111111111111111"): out_of_range.406, no position.
+    return usageError(std::string(name) + ": malformed JSON: " + e.what(),
+                      "pass the output of 'kubectl get ... -o json' or '-o yaml' unchanged");
   }
 }
 

@@ -42,6 +42,13 @@ TEST_CASE("malformed input names the file and the position", "[documents]") {
   REQUIRE_FALSE(y);
   CHECK_THAT(y.error().message, Catch::StartsWith("nodes.yaml: malformed YAML at line "));
   CHECK(parseDocuments("  \n", "empty")->empty());
+  // A number too large for a double is an error too, not an exception (found by
+  // fuzz_node_documents).
+  auto big = parseDocuments("{\"a\": 5E051111111111111111}", "nodes.json");
+  REQUIRE_FALSE(big);
+  CHECK(big.error().exit == Exit::kUsage);
+  CHECK_THAT(big.error().message, Catch::StartsWith("nodes.json: malformed JSON: "));
+  CHECK_THAT(big.error().message, Catch::Contains("number overflow"));
 }
 
 TEST_CASE("streams that make yaml-cpp 0.7's LoadAll loop forever are errors", "[documents]") {
