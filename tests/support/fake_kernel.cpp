@@ -22,6 +22,12 @@ constexpr const char* kProbeOrder[] = {"nvidia", "standin", "snd_hda_intel", "xh
 
 std::string trimmed(std::string_view s) { return std::string(trim(s)); }
 
+// A host path as the fake keys it: without leading slashes.
+std::string relative(std::string_view path) {
+  while (startsWith(path, "/")) path.remove_prefix(1);
+  return std::string(path);
+}
+
 // A symbolic link with a relative target, as sysfs has them.
 void relLink(const fs::path& link, const fs::path& target) {
   std::error_code ec;
@@ -146,8 +152,7 @@ std::optional<Bdf> FakeKernel::lockedBy(const std::string& path) const {
 }
 
 Result<std::string> FakeKernel::read(std::string_view path, size_t cap) const {
-  std::string p(path);
-  while (startsWith(p, "/")) p.erase(0, 1);
+  const std::string p = relative(path);
   if (auto b = lockedBy(p)) {
     std::lock_guard<std::recursive_mutex> g(mu_);
     blocked_.push_back("read " + p);
@@ -158,8 +163,7 @@ Result<std::string> FakeKernel::read(std::string_view path, size_t cap) const {
 }
 
 Result<std::string> FakeKernel::readAttr(std::string_view path, std::chrono::milliseconds timeout) const {
-  std::string p(path);
-  while (startsWith(p, "/")) p.erase(0, 1);
+  const std::string p = relative(path);
   if (lockedBy(p)) return sysError("cannot read " + p + ": read did not return in " +
                                        std::to_string(timeout.count()) + " ms", ETIMEDOUT);
   return fs_.read(path, 4096);
@@ -251,8 +255,7 @@ Status FakeKernel::writeAttr(std::string_view path, std::string_view data,
                              std::optional<std::chrono::milliseconds> timeout) {
   std::lock_guard<std::recursive_mutex> g(mu_);
   mutation();
-  std::string p(path);
-  while (startsWith(p, "/")) p.erase(0, 1);
+  const std::string p = relative(path);
   const size_t n = writes_.size();
   writes_.push_back(p + " <- " + trimmed(data));
   if (auto it = failAt_.find(n); it != failAt_.end()) {
