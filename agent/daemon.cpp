@@ -41,6 +41,20 @@ std::set<std::string> driftKeys(const StatusDocument& d) {
 
 }  // namespace
 
+std::optional<std::set<Bdf>> changedFunctions(const std::vector<DeviceEvent>& events) {
+  std::set<Bdf> out;
+  for (const auto& e : events) {
+    if (e.subsystem == "vfio" && (e.action == "add" || e.action == "remove")) continue;
+    if (e.subsystem != "pci" || (e.action != "bind" && e.action != "unbind" && e.action != "change")) {
+      return std::nullopt;
+    }
+    auto bdf = parseBdf(e.sysname);
+    if (!bdf) return std::nullopt;
+    out.insert(*bdf);
+  }
+  return out;
+}
+
 Result<std::unique_ptr<SignalSource>> openSignalSource() {
   sigset_t set;
   sigemptyset(&set);
@@ -59,7 +73,9 @@ Agent::Agent(Kernel& k, AgentOptions opt, std::function<void(const std::string&)
 std::optional<Mode> Agent::mode() const { return opt_.mode ? opt_.mode : config_.mode; }
 
 Status Agent::convergeNow() {
-  preflightCache_.reset();  // after a convergence (start, reload, reconcile) the checks run again
+  // After a convergence (start, reload, reconcile) the checks run again and the inputs are read.
+  preflightCache_.reset();
+  statics_ = {};
   auto m = mode();
   if (!m) return {};
   ConvergeOptions co;
@@ -93,8 +109,15 @@ Status Agent::convergeNow() {
   return {};
 }
 
-void Agent::observeAndPublish() {
+void Agent::observeAndPublish(const std::optional<std::set<Bdf>>& changed) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
   StatusRequest req;
+  if (changed && last_) {
+    req.previous = last_.get();
+    req.changed = *changed;
+  }
+  req.statics = &statics_;
   req.config = config_;
   req.modeOverride = opt_.mode;
   req.convergeError = convergeError_;
@@ -110,11 +133,16 @@ void Agent::observeAndPublish() {
     spdlog::error("status: {}", o.error().describe());
     return;
   }
+  const auto t1 = Clock::now();
   if (auto s = publish(k_.host, **o, config_, config_.statusPath); !s) {
     spdlog::error("status: {}", s.error().describe());
   } else {
     ++writes_;
   }
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  spdlog::debug("status: read {} in {:.1f} ms, written in {:.1f} ms",
+                req.previous ? std::to_string(req.changed.size()) + " function(s)" : "the host",
+                ms(t1 - t0), ms(Clock::now() - t1));
   // Drift is logged when it appears or changes, and when it clears.
   auto drift = driftKeys((*o)->doc);
   if (drift != lastDrift_) {
@@ -177,7 +205,7 @@ void Agent::handleEvents(const std::vector<DeviceEvent>& events) {
   for (const auto& e : events) {
     spdlog::debug("event {} {} {}{}", e.action, e.subsystem, e.sysname, e.driver.empty() ? "" : " driver=" + e.driver);
   }
-  observeAndPublish();
+  observeAndPublish(changedFunctions(events));
   if (!config_.reconcile || !mode() || !last_) return;
   auto drift = driftKeys(last_->doc);
   if (drift.empty() && last_->doc.converged) {
@@ -192,6 +220,7 @@ void Agent::handleEvents(const std::vector<DeviceEvent>& events) {
 
 void Agent::reload() {
   notify_("RELOADING=1");
+  statics_ = {};  // a reload also re-reads the node name, pci.ids and modules.alias
   auto c = loadConfig(k_.host, opt_.configPath, opt_.configGiven);
   if (!c) {
     spdlog::error("reload: {} (keeping the previous config)", c.error().describe());

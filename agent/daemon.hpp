@@ -24,6 +24,12 @@ namespace hostprep {
 inline constexpr std::chrono::milliseconds kDebounceQuiet{15};
 inline constexpr std::chrono::milliseconds kDebounceMax{50};
 
+// The PCI functions a burst of events names, when each event is a bind, unbind or change of a
+// PCI function or a vfio group node coming or going with a bind: then the status needs only
+// those functions read again (refreshSnapshot). Anything else (a function or VF added or
+// removed, an mdev event, lost events): nullopt, read the whole host.
+std::optional<std::set<Bdf>> changedFunctions(const std::vector<DeviceEvent>& events);
+
 // SIGTERM, SIGINT, SIGHUP as a descriptor for the poll loop (signalfd), or a fake in tests.
 class SignalSource {
  public:
@@ -59,7 +65,9 @@ class Agent {
   std::optional<Mode> mode() const;
   Status convergeNow();
   Status resolveJournal();
-  void observeAndPublish();
+  // Reads the host (only `changed` functions when given and there is a previous observation)
+  // and writes the status.
+  void observeAndPublish(const std::optional<std::set<Bdf>>& changed = std::nullopt);
 
   Kernel& k_;
   AgentOptions opt_;
@@ -70,6 +78,7 @@ class Agent {
   std::set<std::string> lastDrift_;
   // PreflightPassed, computed once per convergence: a rebind changes nothing preflight reads.
   std::optional<std::pair<Mode, std::optional<PreflightOutcome>>> preflightCache_;
+  StaticInputs statics_;  // node name, pci.ids, modules.alias: also dropped on convergence
   std::set<std::string> failedDrift_;  // the drift a reconcile already failed on
   std::atomic<size_t> writes_{0};
   std::atomic<size_t> convergences_{0};

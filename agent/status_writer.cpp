@@ -55,21 +55,33 @@ std::pair<std::optional<Mode>, std::string> desiredMode(const Host& host, const 
 
 Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusRequest& r) {
   auto o = std::make_unique<Observation>();
-  auto snap = readSnapshot(host);
+  auto snap = r.previous ? refreshSnapshot(host, r.previous->snapshot, r.changed) : readSnapshot(host);
   if (!snap) return snap.error();
   o->snapshot = std::move(*snap);
   o->vgpu = readVgpuState(host, o->snapshot);
 
+  StaticInputs fresh;
+  StaticInputs& st = r.statics ? *r.statics : fresh;
+  if (!st.nodeName) st.nodeName = readNodeName(host);
+  if (!st.pciIds) st.pciIds = readPciIds(host);
+  if (!st.modulesAlias || st.modulesAlias->first != o->snapshot.kernelRelease) {
+    const auto path = hostPath("lib/modules", o->snapshot.kernelRelease, "modules.alias");
+    st.modulesAlias.emplace(o->snapshot.kernelRelease, host.read(path, 64u << 20).value_or(""));
+  }
+
   StatusInputs in;
-  in.nodeName = readNodeName(host);
+  in.nodeName = *st.nodeName;
   in.agentVersion = HOSTPREP_VERSION;
   in.observedTime = r.now;
   std::tie(in.desiredMode, in.desiredModeSource) = desiredMode(host, r);
   in.selection = r.config.selection;
-  in.modulesAlias = host.read(hostPath("lib/modules", o->snapshot.kernelRelease, "modules.alias"), 64u << 20)
-                        .value_or("");
-  in.pciIds = r.pciIds ? r.pciIds : readPciIds(host);
-  if (auto prev = host.read(r.config.statusPath, 4u << 20)) in.previous = parseConditions(*prev);
+  in.modulesAlias = st.modulesAlias->second;
+  in.pciIds = r.pciIds ? r.pciIds : *st.pciIds;
+  if (r.previous) {
+    in.previous = r.previous->doc.conditions;
+  } else if (auto prev = host.read(r.config.statusPath, 4u << 20)) {
+    in.previous = parseConditions(*prev);
+  }
   in.convergeError = r.convergeError;
   if (in.desiredMode) {
     in.preflight = r.preflight ? r.preflight(host, o->snapshot, *in.desiredMode, in.selection)

@@ -7,12 +7,24 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "agent/config.hpp"
 #include "drivers/status.hpp"
 
 namespace hostprep {
+
+// Inputs no device event changes, kept by the agent between observations and dropped when it
+// converges or reloads: the node name, pci.ids and modules.alias (a hostname change, a pci.ids
+// update or a depmod shows in the next status after one of those).
+struct StaticInputs {
+  std::optional<std::string> nodeName;
+  std::optional<std::optional<std::string>> pciIds;  // outer: read yet; inner: the host has one
+  std::optional<std::pair<std::string, std::string>> modulesAlias;  // kernel release, text
+};
+
+struct Observation;
 
 struct StatusRequest {
   AgentConfig config;                     // selection, host driver, output paths, mode
@@ -26,6 +38,12 @@ struct StatusRequest {
   std::function<std::optional<PreflightOutcome>(const Host&, const Snapshot&, Mode,
                                                 const SelectionOptions&)>
       preflight;
+  // The agent's shortcut after a burst of bind/unbind events: the previous observation and the
+  // functions the events named (refreshSnapshot). Unset: read the whole host. The previous
+  // conditions then come from `previous` instead of the status file.
+  const Observation* previous = nullptr;
+  std::set<Bdf> changed;
+  StaticInputs* statics = nullptr;  // unset: read them
 };
 
 // Preflight's host checks for a mode, summed up as the status condition.

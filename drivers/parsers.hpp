@@ -18,6 +18,7 @@ struct Cmdline {
 
   bool has(std::string_view key) const;
   std::optional<std::string> value(std::string_view key) const;  // last value
+  bool operator==(const Cmdline&) const = default;
 };
 Cmdline parseCmdline(std::string_view text);
 

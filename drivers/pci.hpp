@@ -77,6 +77,7 @@ struct PciFunction {
   bool unbindPending = false;
 
   bool isVf() const { return physfn.has_value(); }
+  bool operator==(const PciFunction&) const = default;
 };
 
 // driver_override reads "(null)" when unset.

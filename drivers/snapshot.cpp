@@ -46,6 +46,13 @@ std::optional<Bdf> findRootDiskPci(const Host& host) {
   return last;
 }
 
+void readModulesAndDrivers(const Host& host, Snapshot& s) {
+  s.loadedModules.clear();
+  s.pciDrivers.clear();
+  if (auto m = host.read("proc/modules")) s.loadedModules = parseProcModules(*m);
+  if (auto d = host.list("sys/bus/pci/drivers")) s.pciDrivers.insert(d->begin(), d->end());
+}
+
 }  // namespace
 
 std::string pciDevicePath(const Bdf& bdf) { return hostPath("sys/bus/pci/devices", bdf.str()); }
@@ -131,14 +138,28 @@ Result<Snapshot> readSnapshot(const Host& host) {
       }
     }
   }
-  if (auto m = host.read("proc/modules")) s.loadedModules = parseProcModules(*m);
-  if (auto d = host.list("sys/bus/pci/drivers")) s.pciDrivers.insert(d->begin(), d->end());
+  readModulesAndDrivers(host, s);
   // The release names lib/modules/<release>: one that could leave that directory is unknown.
   s.kernelRelease = readTrimmed(host, "proc/sys/kernel/osrelease").value_or("");
   if (!isValidKernelRelease(s.kernelRelease)) s.kernelRelease.clear();
   s.cmdlineText = readTrimmed(host, "proc/cmdline").value_or("");
   s.cmdline = parseCmdline(s.cmdlineText);
   s.rootDiskPci = findRootDiskPci(host);
+  return s;
+}
+
+Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before, const std::set<Bdf>& changed) {
+  Snapshot s = before;
+  const std::set<Bdf> locked = changed.empty() ? std::set<Bdf>{} : pendingUnbinds(host);
+  for (const auto& bdf : changed) {
+    auto it = std::lower_bound(s.pci.begin(), s.pci.end(), bdf,
+                               [](const PciFunction& f, const Bdf& b) { return f.bdf < b; });
+    if (it == s.pci.end() || it->bdf != bdf) return readSnapshot(host);  // new to us: read all
+    auto f = readPciFunction(host, bdf, locked.count(bdf) != 0);
+    if (!f) return readSnapshot(host);  // gone: its remove event is on its way
+    *it = std::move(*f);
+  }
+  readModulesAndDrivers(host, s);
   return s;
 }
 

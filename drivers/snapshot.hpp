@@ -29,6 +29,7 @@ struct Snapshot {
   bool moduleLoaded(std::string_view module) const;
   // Functions in a group, as recorded by the kernel (falls back to matching iommu_group links).
   std::vector<const PciFunction*> groupMembers(int group) const;
+  bool operator==(const Snapshot&) const = default;
 };
 
 // Reads the host. Absent files are states (no IOMMU, no SR-IOV, no driver), never errors; the
@@ -36,6 +37,14 @@ struct Snapshot {
 // unbind a journal left pending (and still is: unbindStillPending) is read without the
 // attributes that take its device lock, so the snapshot never blocks.
 Result<Snapshot> readSnapshot(const Host& host);
+
+// The snapshot after a burst of bind/unbind/change events on `changed`: `before` with those
+// functions read again, and the loaded modules and PCI drivers (a bind may load a module) read
+// again. What only add/remove events can change (the set of functions, IOMMU groups) and what
+// no device event changes (kernel release, command line, root disk) is kept. Equal to
+// readSnapshot() of the same host when `changed` names every function whose attributes moved;
+// a function in `changed` that `before` lacks (or that is gone) makes it a full readSnapshot().
+Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before, const std::set<Bdf>& changed);
 
 // Names read from sysfs are kept as the kernel shows them (a driver link's name may be anything a
 // hostile or broken root holds); whoever turns one into a path validates it first (names.hpp).

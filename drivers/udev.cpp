@@ -35,12 +35,14 @@ class KernelMonitor final : public EventSource {
 
   std::vector<DeviceEvent> drain() override {
     std::vector<DeviceEvent> out;
-    // The socket is non-blocking: receive until it is empty. A NULL also means "filtered out"
-    // or "overflowed" (ENOBUFS), which the caller survives: it re-reads the whole host anyway.
+    // The socket is non-blocking: receive until it is empty. A NULL also means "filtered out",
+    // or "overflowed" (ENOBUFS): events were lost, which the caller hears as kEventsLost.
     for (int i = 0; i < 4096; ++i) {
+      errno = 0;
       std::unique_ptr<udev_device, DeviceUnref> d(udev_monitor_receive_device(mon_.get()));
       if (!d) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == 0) break;
+        if (errno == ENOBUFS) out.push_back(DeviceEvent{std::string(kEventsLost), {}, {}, {}});
         continue;
       }
       DeviceEvent e{str(udev_device_get_action(d.get())), str(udev_device_get_subsystem(d.get())),

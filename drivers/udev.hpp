@@ -19,6 +19,10 @@ struct DeviceEvent {
   std::string driver;     // for bind: the driver; may be empty
 };
 
+// The action of a made-up event a source reports when the kernel dropped events (the socket
+// overflowed): whoever hears it must read everything again.
+inline constexpr std::string_view kEventsLost = "events-lost";
+
 // The subsystems whose events can change the status document.
 inline constexpr std::string_view kWatchedSubsystems[] = {"pci", "vfio", "mdev"};
 bool isWatchedEvent(const DeviceEvent& e);
@@ -28,7 +32,8 @@ class EventSource {
   virtual ~EventSource() = default;
   // Readable when events are waiting.
   virtual int fd() const = 0;
-  // Every event waiting now (never blocks); events of other subsystems are dropped.
+  // Every event waiting now (never blocks); events of other subsystems are dropped. Lost events
+  // show as one with action kEventsLost.
   virtual std::vector<DeviceEvent> drain() = 0;
 };
 

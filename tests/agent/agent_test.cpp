@@ -276,6 +276,38 @@ TEST_CASE("the loop: an event rewrites the status fast, SIGHUP reloads, SIGTERM 
   CHECK(std::find(r.notes.begin(), r.notes.end(), "RELOADING=1") != r.notes.end());
 }
 
+TEST_CASE("a burst of binds and unbinds names the functions to read again; anything else reads all", "[agent][udev]") {
+  const Bdf a = *parseBdf("0000:3b:00.0"), b = *parseBdf("0000:3b:00.1");
+  CHECK(changedFunctions({{"unbind", "pci", "0000:3b:00.1", ""},
+                          {"bind", "pci", "0000:3b:00.1", "vfio-pci"},
+                          {"add", "vfio", "30", ""},
+                          {"change", "pci", "0000:3b:00.0", ""}}) == std::set<Bdf>{a, b});
+  CHECK(changedFunctions({{"remove", "vfio", "30", ""}}) == std::set<Bdf>{});
+  CHECK_FALSE(changedFunctions({{"bind", "pci", "0000:3b:00.1", "vfio-pci"}, {"add", "pci", "0000:3b:00.4", ""}}));
+  CHECK_FALSE(changedFunctions({{"remove", "pci", "0000:3b:00.4", ""}}));
+  CHECK_FALSE(changedFunctions({{"add", "mdev", "5f2a9a5e-1c39-4b8f-9a53-7d0f2c8c1a11", ""}}));
+  CHECK_FALSE(changedFunctions({{"bind", "pci", "not-a-bdf", ""}}));
+  CHECK_FALSE(changedFunctions({{std::string(kEventsLost), "", "", ""}}));
+}
+
+TEST_CASE("the agent reads again only what the events name, and everything after lost events", "[agent]") {
+  Rig r("two-a10", "mode: vm-passthrough\n");
+  REQUIRE(r.agent.start() == 0);
+  // Two companions move; the events of one of them are lost.
+  r.rebindElsewhere("0000:3b:00.1", "vfio-pci");
+  r.rebindElsewhere("0000:86:00.1", "vfio-pci");
+  r.agent.handleEvents({{"unbind", "pci", "0000:3b:00.1", ""}, {"bind", "pci", "0000:3b:00.1", "snd_hda_intel"}});
+  auto drift = [&] {
+    std::set<std::string> out;
+    const auto j = r.statusFile();
+    for (const auto& d : j["drift"]) out.insert(d["bdf"].get<std::string>());
+    return out;
+  };
+  CHECK(drift() == std::set<std::string>{"0000:3b:00.1"});
+  r.agent.handleEvents({{std::string(kEventsLost), "", "", ""}});
+  CHECK(drift() == std::set<std::string>{"0000:3b:00.1", "0000:86:00.1"});
+}
+
 TEST_CASE("only pci, vfio and mdev events are watched", "[agent][udev]") {
   CHECK(isWatchedEvent({"bind", "pci", "0000:3b:00.0", "vfio-pci"}));
   CHECK(isWatchedEvent({"add", "mdev", "5f2a9a5e-1c39-4b8f-9a53-7d0f2c8c1a11", ""}));

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "drivers/selection.hpp"
+#include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 
 using namespace hostprep;
@@ -116,5 +117,52 @@ TEST_CASE("selection takes every companion in the group and refuses foreign devi
     REQUIRE(sel);
     REQUIRE(sel->targets.size() == 1);
     CHECK(sel->targets[0].bdf == *parseBdf("0000:af:00.0"));
+  }
+}
+
+TEST_CASE("refreshing the functions a rebind named gives the snapshot a full read gives", "[snapshot]") {
+  Fixture fx("two-a10");
+  hostprep::test::FakeKernel k(fx.root());
+  const Bdf gpu = *parseBdf("0000:3b:00.0"), audio = *parseBdf("0000:3b:00.1");
+  auto before = readSnapshot(k);
+  REQUIRE(before);
+  // Each step as another process would make it; the agent hears the device's own events.
+  const std::vector<std::pair<std::string, std::string>> steps = {
+      {"sys/bus/pci/devices/0000:3b:00.1/driver_override", "vfio-pci"},
+      {"sys/bus/pci/drivers/snd_hda_intel/unbind", "0000:3b:00.1"},
+      {"sys/module/vfio_pci", ""},  // modprobe vfio-pci: a module and a driver appear
+      {"sys/bus/pci/drivers_probe", "0000:3b:00.1"},
+  };
+  for (const auto& [path, value] : steps) {
+    INFO(path);
+    if (value.empty()) {
+      REQUIRE(k.loadModule("vfio_pci"));
+    } else {
+      REQUIRE(k.writeAttr(path, value));
+    }
+    auto full = readSnapshot(k);
+    auto refreshed = refreshSnapshot(k, *before, {audio});
+    REQUIRE(full);
+    REQUIRE(refreshed);
+    CHECK(*refreshed == *full);
+    before = std::move(full);
+  }
+  CHECK(before->find(audio)->driver == std::optional<std::string>("vfio-pci"));
+  CHECK(before->moduleLoaded("vfio_pci"));
+
+  SECTION("only the named functions are read again") {
+    // An override written without an event (sysfs sends none) stays unseen until a read of all.
+    REQUIRE(k.writeAttr("sys/bus/pci/devices/0000:3b:00.0/driver_override", "vfio-pci"));
+    auto refreshed = refreshSnapshot(k, *before, {audio});
+    REQUIRE(refreshed);
+    CHECK_FALSE(refreshed->find(gpu)->driverOverride);
+    CHECK(readSnapshot(k)->find(gpu)->driverOverride == std::optional<std::string>("vfio-pci"));
+  }
+  SECTION("a function the snapshot does not know makes it a full read") {
+    Snapshot partial = *before;
+    std::erase_if(partial.pci, [&](const PciFunction& f) { return f.bdf == gpu; });  // not there before
+    auto refreshed = refreshSnapshot(k, partial, {gpu});
+    REQUIRE(refreshed);
+    CHECK(*refreshed == *readSnapshot(k));
   }
 }

@@ -4,11 +4,13 @@
 # usual "N passed, N failed" line, where a failure means a benchmark could not run as designed
 # (a switch that did not end where it should, a missed status update).
 # Needs /usr/local/bin/benchtool (tests/bench/vm/benchtool.c; tests/bench/run appends it to the
-# initramfs). Repetitions: hp.n=N (switch), hp.nslow=N (slow teardown), hp.nagent=N (rebinds).
+# initramfs). Repetitions: hp.n=N (switch), hp.nslow=N (slow teardown), hp.nagent=N (rebinds);
+# hp.only=agent runs only the agent benchmark (tests/bench/run --agent-only).
 . /tests/lib.sh
-N=11; NSLOW=5; NAGENT=100
+N=11; NSLOW=5; NAGENT=100; ONLY=
 for arg in $(cat /proc/cmdline); do
     case $arg in
+        hp.only=*) ONLY=${arg#hp.only=} ;;
         hp.n=*) N=${arg#hp.n=} ;;
         hp.nslow=*) NSLOW=${arg#hp.nslow=} ;;
         hp.nagent=*) NAGENT=${arg#hp.nagent=} ;;
@@ -56,6 +58,7 @@ timed() { # NAME CMD... : prints "BENCH NAME <ms>"; a non-zero exit is a failure
     [ "${r#* }" = 0 ] || { bad "$name: exit ${r#* }: $(tail -n 3 $T/timed.out | tr '\n' ' ')"; return 1; }
 }
 
+if [ "$ONLY" != agent ]; then
 echo "HPVM: bench switch: $N repetitions, functions $FUNCS"
 # One untimed round first: vfio-pci's first probe of each device, page cache for the binary.
 hostprep prepare --mode vm-passthrough $HPIDS > $T/warm.out 2>&1 || bad "warm-up: $(tail -n 3 $T/warm.out)"
@@ -106,6 +109,8 @@ while [ $i -lt 5 ]; do
     done
     i=$((i + 1))
 done
+
+fi # hp.only
 
 echo "HPVM: bench agent: $NAGENT rebinds of $EDU_B"
 mkdir -p /etc/hostprep
