@@ -5,8 +5,9 @@
 #
 # Contents: static busybox (applet links made by /init), the guest kernel's modules the tests need
 # (with their dependencies, indexed by kmod's depmod so libkmod works in the guest), standin.ko and
-# mtty.ko built against the fetched headers, the static helpers, the guest test scripts, and -- when
-# given -- the hostprep binary with the shared libraries ldd reports plus the dynamic loader.
+# mtty.ko (the kernel sample plus mtty-pci-parent.pl's parent= parameter) built against the
+# fetched headers, the static helpers, the guest test scripts, and -- when given -- the hostprep
+# binary with the shared libraries ldd reports plus the dynamic loader.
 # Work files go to ${HOSTPREP_VM_WORK:-$CACHE/work}; module and helper builds are skipped when
 # their sources have not changed.
 set -euo pipefail
@@ -39,7 +40,11 @@ build_module() { # name, source files...
     echo "$sum" > "$dir/.sum"
 }
 build_module standin "$HERE/standin/standin.c"
-build_module mtty "$MTTY_SRC"
+# mtty with a `parent=` parameter for its mdev parent on a PCI function (mtty-pci-parent.pl).
+mkdir -p "$WORK/mtty-src"
+perl "$HERE/mtty-pci-parent.pl" "$MTTY_SRC" > "$WORK/mtty-src/mtty.c.new"
+mv "$WORK/mtty-src/mtty.c.new" "$WORK/mtty-src/mtty.c"
+build_module mtty "$WORK/mtty-src/mtty.c"
 
 # --- static helpers ------------------------------------------------------------------------
 mkdir -p "$WORK/bin"

@@ -376,6 +376,105 @@ hp_t_vf_in_use() {
     expect_boot_state
 }
 
+hp_t_vgpu_mtty() {
+    # vm-vgpu through the real kernel's mdev core: mtty's mdev parent on stand-in GPU A (the
+    # harness's mtty takes parent=BDF, see tests/vm/mtty-pci-parent.pl), its types named in a
+    # vgpu-device-manager config. The mdev core names a type directory after the parent's driver,
+    # as with nvidia's "nvidia-222": here "standin-1" (Single port serial) and "standin-2" (Dual
+    # port serial). Both names end in "serial", the token vgpu-device-manager would match on, so
+    # the config names the directories.
+    local cfg=$T/vgpu.yaml ids="$HP_IDS --devices $EDU_A" types=$P/$EDU_A/mdev_supported_types
+    local u g holder dev=/sys/bus/mdev/devices t1 t2
+    vgpus() { ls $dev 2>/dev/null | sort; }
+    modprobe mtty parent=$EDU_A
+    [ -e /sys/class/mdev_bus/$EDU_A ] || die "$EDU_A is not in /sys/class/mdev_bus"
+    t1=$(grep -l "^Single port serial$" $types/*/name | head -n1); t1=$(basename $(dirname "$t1"))
+    t2=$(grep -l "^Dual port serial$" $types/*/name | head -n1); t2=$(basename $(dirname "$t2"))
+    [ "$t1" = standin-1 ] && [ "$t2" = standin-2 ] || die "mtty's types on $EDU_A: $(ls $types | tr '\n' ' ')"
+    [ "$(cat $types/$t2/available_instances)" = 12 ] ||
+        die "$t2 offers $(cat $types/$t2/available_instances) instances, expected 12"
+    cat > $cfg <<EOF
+version: v1
+vgpu-configs:
+  dual:
+    - device-filter: "0x11e81234"
+      devices: all
+      vgpu-devices:
+        $t2: 2
+  single:
+    - devices: [0]
+      vgpu-devices:
+        $t1: 3
+  too-many:
+    - devices: all
+      vgpu-devices:
+        $t2: 13
+  ambiguous:
+    - devices: all
+      vgpu-devices:
+        serial: 1
+EOF
+    # 1. More than the parent can hold is refused before anything changes.
+    hp_expect 2 prepare --mode vm-vgpu $ids --vgpu-config $cfg --vgpu-config-name too-many
+    grep -q "$t2 x 13: at most 12" $T/hp.out || die "the refusal does not name the type and the maximum"
+    note "$(head -n1 $T/hp.out)"
+    grep -q "$EDU_A" $T/hp.out || die "the refusal does not name the GPU"
+    hp_expect 2 prepare --mode vm-vgpu $ids --vgpu-config $cfg --vgpu-config-name ambiguous
+    grep -q "serial is ambiguous" $T/hp.out || die "'serial' (both types' last token) was not refused as ambiguous"
+    [ -z "$(vgpus)" ] || die "refused, yet mdevs exist: $(vgpus)"
+    expect_no_journal
+    # 2. Two dual-port devices on A; the same UUIDs on every run.
+    hp_expect 0 prepare --mode vm-vgpu $ids --vgpu-config $cfg --vgpu-config-name dual
+    vgpus > $T/uuids1
+    [ $(wc -l < $T/uuids1) = 2 ] || die "expected 2 mdevs, found: $(tr '\n' ' ' < $T/uuids1)"
+    for u in $(cat $T/uuids1); do
+        [ "$(basename $(readlink $dev/$u/mdev_type))" = $t2 ] || die "$u is not a $t2"
+        [ -e $P/$EDU_A/$u ] || die "$u is not a child of $EDU_A"
+    done
+    [ "$(cat $types/$t2/available_instances)" = 10 ] || die "available_instances did not count down"
+    hp_expect 0 --output json status $ids
+    grep -q '"actualMode": "vm-vgpu"' $T/hp.out || die "status: actualMode is not vm-vgpu"
+    grep -q '"nvidia.com/Dual_port_serial": 2' $T/hp.out || die "status does not advertise the two devices"
+    note "status advertises $(grep -o '"nvidia.com/Dual_port_serial": 2' $T/hp.out)"
+    hp_expect 0 prepare --mode vm-vgpu $ids --vgpu-config $cfg --vgpu-config-name dual
+    vgpus | cmp -s - $T/uuids1 || die "a second run changed the devices: $(vgpus | tr '\n' ' ')"
+    # Gone (as after a reboot) and made again: the same UUIDs, so a VM keeps its device.
+    for u in $(cat $T/uuids1); do sysfs-write $dev/$u/remove 1 > /dev/null; done
+    [ -z "$(vgpus)" ] || die "mdevs left after remove"
+    hp_expect 0 prepare --mode vm-vgpu $ids --vgpu-config $cfg --vgpu-config-name dual
+    vgpus | cmp -s - $T/uuids1 || die "re-created with other UUIDs: $(vgpus | tr '\n' ' ')"
+    # 3. A VM holds one device's /dev/vfio/<group>: leaving vm-vgpu is refused, nothing changes.
+    u=$(head -n1 $T/uuids1)
+    g=$(basename $(readlink $dev/$u/iommu_group))
+    [ -c /dev/vfio/$g ] || die "/dev/vfio/$g missing for mdev $u"
+    hold /dev/vfio/$g > $T/hold.out 2>&1 &
+    holder=$!
+    echo $holder >> $T/holders
+    i=0
+    while ! grep -q held $T/hold.out && [ $i -lt 50 ]; do usleep 100000; i=$((i + 1)); done
+    grep -q held $T/hold.out || die "hold did not open /dev/vfio/$g: $(cat $T/hold.out)"
+    hp_expect 3 prepare --mode container $ids
+    grep -q "/dev/vfio/$g" $T/hp.out || die "the refusal does not name /dev/vfio/$g"
+    note "$(grep -m1 "/dev/vfio/$g" $T/hp.out)"
+    vgpus | cmp -s - $T/uuids1 || die "refused, yet the devices changed: $(vgpus | tr '\n' ' ')"
+    kill $holder
+    wait $holder 2>/dev/null || true
+    # 4. Another config: the dual-port devices go, three single-port ones come.
+    hp_expect 0 prepare --mode vm-vgpu $ids --vgpu-config $cfg --vgpu-config-name single
+    [ $(vgpus | wc -l) = 3 ] || die "expected 3 mdevs, found: $(vgpus | tr '\n' ' ')"
+    for u in $(vgpus); do
+        [ "$(basename $(readlink $dev/$u/mdev_type))" = $t1 ] || die "$u is not a $t1"
+    done
+    # 5. Leaving vm-vgpu removes them; the GPU stays on its host driver.
+    hp_expect 0 prepare --mode container $ids
+    [ -z "$(vgpus)" ] || die "mdevs left after container mode: $(vgpus | tr '\n' ' ')"
+    [ "$(cat $types/$t2/available_instances)" = 12 ] || die "available_instances not restored"
+    expect_drv $EDU_A standin
+    expect_no_journal
+    rmmod mtty
+    expect_boot_state
+}
+
 hp_t_crash_sweep() {
     # HOSTPREP_TEST_CRASH_AFTER_STEP=k SIGKILLs prepare right after step k; the next run must
     # resolve the journal (roll back) and leave the host consistent.
