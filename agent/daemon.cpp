@@ -61,6 +61,7 @@ Result<std::unique_ptr<SignalSource>> openSignalSource() {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGCHLD);  // a timed write the kernel let go at last: reap it
   if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return sysError("cannot block signals", errno);
   int fd = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (fd < 0) return sysError("cannot create a signalfd", errno);
@@ -254,6 +255,9 @@ int Agent::run(EventSource& events, SignalSource& signals) {
           return 0;
         }
         if (sig == SIGHUP) reload();
+        if (sig == SIGCHLD) {
+          if (size_t left = reapStrayChildren()) spdlog::debug("{} timed write(s) still waiting in the kernel", left);
+        }
       }
     }
     if (!(fds[0].revents & (POLLIN | POLLERR))) continue;

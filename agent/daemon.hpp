@@ -30,14 +30,15 @@ inline constexpr std::chrono::milliseconds kDebounceMax{50};
 // removed, an mdev event, lost events): nullopt, read the whole host.
 std::optional<std::set<Bdf>> changedFunctions(const std::vector<DeviceEvent>& events);
 
-// SIGTERM, SIGINT, SIGHUP as a descriptor for the poll loop (signalfd), or a fake in tests.
+// SIGTERM, SIGINT, SIGHUP (and SIGCHLD, to reap timed writes the kernel let go late) as a
+// descriptor for the poll loop (signalfd), or a fake in tests.
 class SignalSource {
  public:
   virtual ~SignalSource() = default;
   virtual int fd() const = 0;
   virtual std::vector<int> drain() = 0;  // signal numbers waiting now
 };
-// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and returns a signalfd for them.
+// Blocks SIGTERM, SIGINT, SIGHUP and SIGCHLD in the calling thread and returns a signalfd for them.
 Result<std::unique_ptr<SignalSource>> openSignalSource();
 
 class Agent {

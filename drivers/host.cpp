@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "drivers/names.hpp"
 #include "drivers/text.hpp"
@@ -43,9 +45,14 @@ Status writeAll(int fd, std::string_view data) {
   return {};
 }
 
+// Children a timed operation gave up on (reapStrayChildren).
+std::mutex gStrayMutex;
+std::vector<pid_t> gStrays;
+
 // Waits at most until `deadline` for child `pid`: 0 or the errno it exited with; ETIMEDOUT when
 // it is still running (it is then left to finish on its own: it may be in uninterruptible sleep
-// in the kernel, where no signal reaches it); EIO when it died.
+// in the kernel, where no signal reaches it, and is reaped by reapStrayChildren); EIO when it
+// died.
 int waitChild(pid_t pid, std::chrono::steady_clock::time_point deadline) {
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   FdCloser closer{pidfd};
@@ -55,7 +62,11 @@ int waitChild(pid_t pid, std::chrono::steady_clock::time_point deadline) {
     if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : EIO;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return ETIMEDOUT;
+    if (left.count() <= 0) {
+      std::lock_guard<std::mutex> g(gStrayMutex);
+      gStrays.push_back(pid);
+      return ETIMEDOUT;
+    }
     if (pidfd >= 0) {
       pollfd p{pidfd, POLLIN, 0};
       ::poll(&p, 1, static_cast<int>(std::min<long>(left.count(), 1000)));
@@ -73,6 +84,7 @@ std::string seconds(std::chrono::milliseconds t) {
 // async-signal-safe work (open, write, _exit), so forking from a threaded process is fine.
 Status timedWrite(const std::string& path, std::string_view data,
                   std::chrono::milliseconds timeout) {
+  (void)reapStrayChildren();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   pid_t pid = ::fork();
   if (pid < 0) return sysError("fork", errno);
@@ -93,6 +105,7 @@ Status timedWrite(const std::string& path, std::string_view data,
 // more than that, so it never waits on us) and exits; the parent reads the pipe once it has.
 constexpr size_t kTimedReadCap = 4096;
 Result<std::string> timedRead(const std::string& path, std::chrono::milliseconds timeout) {
+  (void)reapStrayChildren();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return sysError("pipe", errno);
@@ -128,6 +141,16 @@ Result<std::string> timedRead(const std::string& path, std::chrono::milliseconds
 }
 
 }  // namespace
+
+size_t reapStrayChildren() {
+  std::lock_guard<std::mutex> g(gStrayMutex);
+  std::erase_if(gStrays, [](pid_t pid) {
+    int status = 0;
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    return r == pid || (r < 0 && errno == ECHILD);
+  });
+  return gStrays.size();
+}
 
 std::filesystem::path Host::resolve(std::string_view hostPath) const {
   while (startsWith(hostPath, "/")) hostPath.remove_prefix(1);

@@ -78,6 +78,12 @@ class RootHost final : public Host {
   std::filesystem::path root_;
 };
 
+// A timed read or write whose child the kernel has not answered is left behind (no signal
+// reaches uninterruptible sleep) and becomes a zombie once the kernel lets it go. This collects
+// those that have finished and returns how many are still waiting in the kernel. The agent calls
+// it when SIGCHLD arrives; every timed read and write calls it first.
+size_t reapStrayChildren();
+
 // Convenience reads for sysfs attributes: trimmed text, or nullopt when absent or unreadable.
 std::optional<std::string> readTrimmed(const Host& host, std::string_view path);
 // The last path component of a link target ("../../../bus/pci/drivers/nvidia" -> "nvidia").

@@ -4,6 +4,11 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <fstream>
 #include <sstream>
@@ -75,4 +80,29 @@ TEST_CASE("a timed attribute read returns the text, or the errno of the read", "
   auto bad = host.readAttr("../etc/passwd", std::chrono::milliseconds(2000));
   REQUIRE_FALSE(bad);
   CHECK(bad.error().err == EINVAL);
+}
+
+TEST_CASE("a timed write the kernel answers late is reaped, not left a zombie", "[host]") {
+  // open(O_WRONLY) of a FIFO waits for a reader: a write that "does not return".
+  Fixture fx;
+  const auto fifo = fx.path("stuck");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  RootHost host(fx.root());
+  const size_t before = reapStrayChildren();
+  auto w = host.writeAttr("stuck", "1", std::chrono::milliseconds(100));
+  REQUIRE_FALSE(w);
+  CHECK(w.error().err == ETIMEDOUT);
+  CHECK(reapStrayChildren() == before + 1);  // still waiting
+  // The "kernel" lets it go: a reader appears, the child writes and exits.
+  int rd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(rd >= 0);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (reapStrayChildren() != before && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::close(rd);
+  CHECK(reapStrayChildren() == before);
+  // No zombie left among our children.
+  int status = 0;
+  CHECK(::waitpid(-1, &status, WNOHANG) <= 0);
 }
