@@ -33,9 +33,13 @@ class SignalFd final : public SignalSource {
   int fd_;
 };
 
+// What a drift is: each device off its wanted driver, with the driver it is on and whether an
+// unbind of it is still pending (its end changes the drift, so a failed reconcile is retried).
 std::set<std::string> driftKeys(const StatusDocument& d) {
   std::set<std::string> out;
-  for (const auto* dv : d.drift()) out.insert(dv->fn->bdf.str() + "=" + dv->fn->driver.value_or("none"));
+  for (const auto* dv : d.drift()) {
+    out.insert(dv->fn->bdf.str() + "=" + dv->fn->driver.value_or("none") + (dv->fn->unbindPending ? " (unbinding)" : ""));
+  }
   return out;
 }
 
@@ -215,8 +219,11 @@ void Agent::handleEvents(const std::vector<DeviceEvent>& events) {
   }
   if (drift.empty() || drift == failedDrift_) return;  // do not retry the same failure forever
   spdlog::info("reconcile: moving {} device(s) back to {}", drift.size(), toString(*mode()));
-  if (auto s = convergeNow(); !s) failedDrift_ = drift;
+  const bool ok = static_cast<bool>(convergeNow());
   observeAndPublish();
+  // Not retried until the drift changes: judged on the host as the failed attempt left it (a
+  // stuck unbind leaves the device with no driver and its unbind pending).
+  if (!ok) failedDrift_ = last_ ? driftKeys(last_->doc) : drift;
 }
 
 void Agent::reload() {

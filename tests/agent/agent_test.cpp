@@ -196,7 +196,7 @@ TEST_CASE("a refused convergence is reported in the status and the exit code", "
              Catch::Contains("last convergence failed: devices are in use: pid 4242 (nvidia-persistenced) holds /dev/nvidia0"));
 }
 
-TEST_CASE("drift is recorded and logged; --reconcile moves the device back", "[agent]") {
+TEST_CASE("drift is recorded and logged, --reconcile moves the device back", "[agent]") {
   SECTION("report only (the default)") {
     Rig r("two-a10", "mode: vm-passthrough\n");
     REQUIRE(r.agent.start() == 0);
@@ -227,6 +227,13 @@ TEST_CASE("drift is recorded and logged; --reconcile moves the device back", "[a
       r.agent.handleEvents({{"change", "pci", "0000:86:00.1", ""}});
       CHECK(r.agent.convergences() == 3);
       CHECK(r.statusFile()["converged"] == false);
+      // The holder lets go: the unbind ends (its uevent), the drift changes, the agent retries.
+      r.kernel.releaseDevice(*parseBdf("0000:86:00.1"));
+      r.agent.handleEvents({{"unbind", "pci", "0000:86:00.1", ""}});
+      CHECK(r.agent.convergences() == 4);
+      CHECK(r.driver("0000:86:00.1") == std::optional<std::string>("vfio-pci"));
+      CHECK(r.statusFile()["converged"] == true);
+      CHECK(r.kernel.blockedAccesses().empty());
     }
   }
 }
@@ -276,7 +283,7 @@ TEST_CASE("the loop: an event rewrites the status fast, SIGHUP reloads, SIGTERM 
   CHECK(std::find(r.notes.begin(), r.notes.end(), "RELOADING=1") != r.notes.end());
 }
 
-TEST_CASE("a burst of binds and unbinds names the functions to read again; anything else reads all", "[agent][udev]") {
+TEST_CASE("a burst of binds and unbinds names the functions to read again, anything else reads all", "[agent][udev]") {
   const Bdf a = *parseBdf("0000:3b:00.0"), b = *parseBdf("0000:3b:00.1");
   CHECK(changedFunctions({{"unbind", "pci", "0000:3b:00.1", ""},
                           {"bind", "pci", "0000:3b:00.1", "vfio-pci"},

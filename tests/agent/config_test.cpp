@@ -92,7 +92,7 @@ TEST_CASE("a config writable by others is refused when running as root", "[confi
   CHECK(configuredMode(host) == Mode::kContainer);
 }
 
-TEST_CASE("a missing default config is empty; a missing named one is an error", "[config]") {
+TEST_CASE("a missing default config is empty, a missing named one is an error", "[config]") {
   Fixture fx;
   RootHost host(fx.root());
   auto c = loadConfig(host, kConfigPath, false);

@@ -254,7 +254,7 @@ TEST_CASE("no interrupt remapping fails for VM modes, warns with allow_unsafe_in
   }
 }
 
-TEST_CASE("vm-vgpu: an Ampere GPU without SR-IOV fails; Turing uses mdev and passes", "[preflight]") {
+TEST_CASE("vm-vgpu: an Ampere GPU without SR-IOV fails, Turing uses mdev and passes", "[preflight]") {
   Fixture fx("preflight-vgpu");
   auto r = preflightOn(fx, Mode::kVmVgpu);
   const auto& s = check(r, "gpu.sriov");

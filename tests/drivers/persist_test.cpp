@@ -41,7 +41,7 @@ TEST_CASE("the initramfs block is replaced, never duplicated, and other lines st
   CHECK(withInitramfsBlock(once, {}) == mine);
 }
 
-TEST_CASE("persist vm-passthrough writes the three files; container removes them", "[persist]") {
+TEST_CASE("persist vm-passthrough writes the three files, container removes them", "[persist]") {
   Fixture fx("turing-usb-ucsi");
   fx.write("etc/initramfs-tools/modules", "# List of modules\nraid1\n");
   RootHost host(fx.root());
