@@ -52,7 +52,7 @@ Result<std::vector<Document>> load(const std::string& path) {
   return parseDocuments(*text, displayName(path));
 }
 
-// Exactly one document (ClusterPolicy, KubeVirt, vGPU config).
+// Exactly one document (ClusterPolicy, KubeVirt).
 Result<std::optional<Document>> loadOne(const std::optional<std::string>& path, const char* option) {
   if (!path) return std::optional<Document>();
   auto docs = load(*path);
@@ -129,11 +129,15 @@ int cmdCheckNode(Context& ctx, const std::vector<std::string>& args) {
   auto kubevirt = loadOne(opt->kubevirt, "kubevirt");
   if (!kubevirt) return fail(ctx, kubevirt.error());
   in.kubevirt = std::move(*kubevirt);
-  auto vgpu = loadOne(opt->vgpuConfig, "vgpu-config");
-  if (!vgpu) return fail(ctx, vgpu.error());
-  if (*vgpu) {
-    auto configs = readVgpuConfigs(**vgpu);
-    if (!configs) return fail(ctx, configs.error());
+  if (opt->vgpuConfig) {
+    auto text = readInput(*opt->vgpuConfig);
+    if (!text) return fail(ctx, text.error());
+    auto configs = readVgpuConfigs(*text, displayName(*opt->vgpuConfig));
+    if (!configs) {
+      Error e = configs.error();
+      e.message = "--vgpu-config: " + e.message;
+      return fail(ctx, e);
+    }
     in.vgpuConfigs = std::move(*configs);
   }
   if (in.nodes.empty()) {

@@ -774,21 +774,23 @@ struct Checker {
     };
     const std::vector<uint16_t> ids = st ? st->gpuDeviceIds : std::vector<uint16_t>{};
     if (in.vgpuConfigs) {
-      auto it = in.vgpuConfigs->configs.find(config);
-      if (it == in.vgpuConfigs->configs.end()) {
+      const auto* entries = in.vgpuConfigs->find(config);
+      if (!entries) {
         add(n, "vgpu-config-unknown", Severity::kError,
             std::string(kVgpuConfigLabel) + "=" + config + " names no config in --vgpu-config: the "
             "vgpu-device-manager cannot apply it",
             "use one of the names under vgpu-configs, or add '" + config + "' to the ConfigMap");
         return;
       }
-      for (const auto& e : it->second) {
+      for (const auto& e : *entries) {
         int64_t gpusMatching = n.gpus.value_or(0);
-        if (!e.deviceFilter.empty()) {
+        if (!e.filters.empty()) {
           if (!ids.empty()) {
+            // The node's labels give device ids, not subsystems: a filter's subsystem is not judged.
             gpusMatching = std::count_if(ids.begin(), ids.end(), [&](uint16_t id) {
-              return std::any_of(e.deviceFilter.begin(), e.deviceFilter.end(),
-                                 [&](PciId f) { return f.device == id && f.vendor == kNvidiaVendor; });
+              return std::any_of(e.filters.begin(), e.filters.end(), [&](const VgpuDeviceFilter& f) {
+                return f.device.device == id && f.device.vendor == kNvidiaVendor;
+              });
             });
             if (gpusMatching == 0) continue;
           } else {
@@ -802,12 +804,12 @@ struct Checker {
         for (const auto& entry : e.vgpuDevices) {
           const std::string& type = entry.first;
           const auto count = entry.second;
-          if (e.allDevices) {
+          if (!e.devices) {
             perGpu(type, count, "config '" + config + "' in --vgpu-config");
           } else {
             // Explicit GPU indices: the count is per listed GPU, not per node GPU.
-            int64_t listed = static_cast<int64_t>(e.devices.size());
-            if (n.gpus) listed = std::count_if(e.devices.begin(), e.devices.end(), [&](int i) { return i < *n.gpus; });
+            int64_t listed = static_cast<int64_t>(e.devices->size());
+            if (n.gpus) listed = std::count_if(e.devices->begin(), e.devices->end(), [&](int i) { return i < *n.gpus; });
             auto w = std::find_if(want.begin(), want.end(), [&](const Expected& x) { return x.type == type; });
             if (w == want.end()) {
               want.push_back({type, 0, ""});

@@ -98,7 +98,7 @@ struct CheckNodeInput {
   std::optional<Document> kubevirt;
   std::vector<Document> workloads;  // VirtualMachine, VirtualMachineInstance, Pod, pod templates
   std::vector<Document> statuses;   // hostprep status documents
-  std::optional<VgpuConfigs> vgpuConfigs;
+  std::optional<VgpuConfigFile> vgpuConfigs;
 };
 
 // Runs every check. Documents of the wrong shape (a Pod among the nodes, a Node without a name)

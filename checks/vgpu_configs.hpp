@@ -1,40 +1,18 @@
-// A small reader for the vgpu-device-manager config (DOMAIN.md §3): only what check-node needs
-// to say how many vGPUs of which type a node must advertise.
-//   version: v1
-//   vgpu-configs:
-//     NAME:
-//       - device-filter: ["0x223610DE"]   # optional; device id << 16 | vendor, or "10de:2236"
-//         devices: all                    # or a list of GPU indices
-//         vgpu-devices: {"A10-4Q": 6}     # per GPU
-// The ConfigMap form (kind: ConfigMap, the config under data."config.yaml") is accepted too.
-// The node side (drivers/vgpu_config) parses the same format from a file for prepare; this reader
-// works on already-loaded cluster documents (YAML, JSON or a ConfigMap) and keeps only counts.
+// The vgpu-device-manager config as check-node reads it (DOMAIN.md §3): the file itself, or the
+// ConfigMap the GPU Operator ships it in (kind: ConfigMap, the config under data."config.yaml").
+// The config is parsed by drivers/vgpu_config, the same parser `prepare --mode vm-vgpu` uses, so
+// the cluster side accepts and refuses exactly what the node side does.
 #pragma once
 
-#include <map>
-#include <string>
-#include <utility>
-#include <vector>
+#include <string_view>
 
-#include "checks/documents.hpp"
 #include "drivers/error.hpp"
-#include "drivers/pci.hpp"
+#include "drivers/vgpu_config.hpp"
 
 namespace hostprep {
 
-struct ClusterVgpuEntry {
-  std::vector<PciId> deviceFilter;  // empty: every GPU
-  bool allDevices = true;
-  std::vector<int> devices;         // GPU indices when !allDevices
-  std::vector<std::pair<std::string, int>> vgpuDevices;  // type -> count per GPU
-};
-
-struct VgpuConfigs {
-  std::map<std::string, std::vector<ClusterVgpuEntry>, std::less<>> configs;
-};
-
-// Reads the config from a parsed document; a wrong shape is a usage error naming the document
-// and the field.
-Result<VgpuConfigs> readVgpuConfigs(const Document& doc);
+// `text` is one document (YAML or JSON) named `name` in messages. A ConfigMap's embedded config
+// is named "<name> (ConfigMap data)". Errors are usage errors naming the file, line and key.
+Result<VgpuConfigFile> readVgpuConfigs(std::string_view text, std::string_view name);
 
 }  // namespace hostprep

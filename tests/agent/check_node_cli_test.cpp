@@ -23,6 +23,24 @@ TEST_CASE("check-node on the clean cluster exits 0 with the summary line", "[cli
   CHECK(r.err.empty());
 }
 
+TEST_CASE("check-node --vgpu-config: the file prepare reads, and a bad one exits 2 naming file, line and key", "[cli][check-node]") {
+  auto r = runHostprep({"check-node", fx("clean/nodes.json"), "--cluster-policy", fx("clean/cluster-policy.yaml"),
+                        "--vgpu-config", fx("clean/vgpu-config.yaml")});
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.out, Catch::EndsWith("3 nodes, 3 ok\n"));
+  char tmpl[] = "/tmp/hostprep-vgpu-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  REQUIRE(fd >= 0);
+  const std::string text = "version: v1\nvgpu-configs:\n  A10-4Q:\n    - devices: all\n      vgpu-devices: {A10-4Q: six}\n";
+  REQUIRE(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  ::close(fd);
+  r = runHostprep({"check-node", fx("clean/nodes.json"), "--vgpu-config", tmpl});
+  ::unlink(tmpl);
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.err, Catch::Contains("--vgpu-config: " + std::string(tmpl) +
+                                    ":5: vgpu-configs.A10-4Q[0].vgpu-devices.A10-4Q: 'six' is not a count"));
+}
+
 TEST_CASE("check-node exits 1 on an error finding and prints it under its node", "[cli][check-node]") {
   auto r = runHostprep({"check-node", fx("broken/passthrough-with-gpu.json"), "--cluster-policy",
                         fx("clean/cluster-policy.yaml")});

@@ -24,6 +24,14 @@ std::vector<Document> load(const std::string& rel) {
   return *docs;
 }
 
+std::string text(const std::string& rel) {
+  std::ifstream f(fixture(rel));
+  REQUIRE(f);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
 Document one(const std::string& rel) {
   auto d = load(rel);
   REQUIRE(d.size() == 1);
@@ -90,7 +98,7 @@ TEST_CASE("the seed's clean cluster: container, vm-passthrough, vm-vgpu with mat
 
 TEST_CASE("the clean cluster also passes against the vgpu-device-manager config", "[check-node]") {
   auto in = cleanInput();
-  auto cfg = readVgpuConfigs(one("clean/vgpu-config.yaml"));
+  auto cfg = readVgpuConfigs(text("clean/vgpu-config.yaml"), "vgpu-config.yaml");
   REQUIRE(cfg);
   in.vgpuConfigs = *cfg;
   auto r = check(in);
@@ -132,7 +140,7 @@ TEST_CASE("vGPU A10-4Q on two cards advertising 4 instead of 12", "[check-node]"
   CHECK(ids(r, Severity::kWarning) == std::vector<std::string>{"vgpu-count-mismatch@gpu-v"});
 
   SECTION("the same from --vgpu-config") {
-    auto cfg = readVgpuConfigs(one("clean/vgpu-config.yaml"));
+    auto cfg = readVgpuConfigs(text("clean/vgpu-config.yaml"), "vgpu-config.yaml");
     REQUIRE(cfg);
     in.vgpuConfigs = *cfg;
     auto r2 = check(in);

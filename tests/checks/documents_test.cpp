@@ -79,39 +79,42 @@ TEST_CASE("Lists expand to their items", "[documents]") {
   CHECK(items[1].source == "n.json (item 2)");
 }
 
-TEST_CASE("the vgpu-device-manager config reader", "[vgpu-config]") {
-  auto d = parseDocuments(
-      "version: v1\nvgpu-configs:\n  default:\n    - device-filter: [\"0x223610DE\", \"10de:1eb8\"]\n"
+TEST_CASE("check-node reads the vgpu-device-manager config with prepare's parser", "[vgpu-config]") {
+  auto c = readVgpuConfigs(
+      "version: v1\nvgpu-configs:\n  default:\n    - device-filter: [\"0x223610DE\", \"0x1EB810DE:0x12A210DE\"]\n"
       "      devices: all\n      vgpu-devices: {\"A10-12Q\": 2}\n  split:\n    - devices: [0]\n"
       "      vgpu-devices: {\"A10-4Q\": 6}\n",
       "cfg.yaml");
-  REQUIRE(d);
-  auto c = readVgpuConfigs(d->front());
   REQUIRE(c);
-  const auto& def = c->configs.at("default").front();
-  REQUIRE(def.deviceFilter.size() == 2);
-  CHECK(def.deviceFilter[0] == PciId{0x10de, 0x2236});
-  CHECK(def.deviceFilter[1] == PciId{0x10de, 0x1eb8});
-  CHECK(def.allDevices);
+  const auto& def = c->find("default")->front();
+  REQUIRE(def.filters.size() == 2);
+  CHECK(def.filters[0] == VgpuDeviceFilter{PciId{0x10de, 0x2236}, std::nullopt});
+  // A subsystem-pinned filter (vgpu-device-manager's "0xDDDDVVVV:0xSSSSVVVV") is accepted, as
+  // prepare accepts it; the reader this replaced refused it.
+  CHECK(def.filters[1] == VgpuDeviceFilter{PciId{0x10de, 0x1eb8}, PciId{0x10de, 0x12a2}});
+  CHECK_FALSE(def.devices);
   CHECK(def.vgpuDevices == std::vector<std::pair<std::string, int>>{{"A10-12Q", 2}});
-  CHECK_FALSE(c->configs.at("split").front().allDevices);
-  CHECK(c->configs.at("split").front().devices == std::vector<int>{0});
+  CHECK(c->find("split")->front().devices == std::vector<int>{0});
 
-  auto bad = parseDocuments("version: v1\nvgpu-configs:\n  x:\n    - vgpu-devices: {\"A10-4Q\": many}\n", "bad.yaml");
-  REQUIRE(bad);
-  auto e = readVgpuConfigs(bad->front());
+  // Errors name the file, the line and the key, as prepare's do.
+  auto e = readVgpuConfigs("version: v1\nvgpu-configs:\n  x:\n    - devices: all\n      vgpu-devices: {\"A10-4Q\": many}\n", "bad.yaml");
   REQUIRE_FALSE(e);
-  CHECK(e.error().message == "bad.yaml: vgpu-configs.x[0].vgpu-devices.A10-4Q: '\"many\"' is not a count");
+  CHECK(e.error().exit == Exit::kUsage);
+  CHECK_THAT(e.error().message, Catch::StartsWith("bad.yaml:5: vgpu-configs.x[0].vgpu-devices.A10-4Q: 'many' is not a count"));
+  auto two = readVgpuConfigs("version: v1\n---\nversion: v1\n", "two.yaml");
+  REQUIRE_FALSE(two);
+  CHECK_THAT(two.error().message, Catch::Contains("holds 2 documents"));
 
   // The ConfigMap the operator ships.
-  auto cm = parseDocuments(
+  auto c2 = readVgpuConfigs(
       "kind: ConfigMap\ndata:\n  config.yaml: |\n    version: v1\n    vgpu-configs:\n      A10-4Q:\n"
       "        - devices: all\n          vgpu-devices: {\"A10-4Q\": 6}\n",
       "cm.yaml");
-  REQUIRE(cm);
-  auto c2 = readVgpuConfigs(cm->front());
   REQUIRE(c2);
-  CHECK(c2->configs.at("A10-4Q").front().vgpuDevices.front().second == 6);
+  CHECK(c2->find("A10-4Q")->front().vgpuDevices.front().second == 6);
+  auto cmBad = readVgpuConfigs("kind: ConfigMap\ndata:\n  config.yaml: |\n    version: v2\n", "cm.yaml");
+  REQUIRE_FALSE(cmBad);
+  CHECK_THAT(cmBad.error().message, Catch::StartsWith("cm.yaml (ConfigMap data):1: version"));
 }
 
 TEST_CASE("the operands table per mode (DOMAIN.md §1)", "[operands]") {
