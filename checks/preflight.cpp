@@ -780,15 +780,20 @@ CheckResult checkBootPersistence(Mode mode, const BootConfig& boot, const std::v
     return makeCheck(id, CheckStatus::kInfo, host + " binds the GPUs at boot by itself; nothing to persist");
   }
 
-  const std::string persist = "run 'hostprep persist --mode " + std::string(toString(mode)) +
-                              "' (writes /etc/modprobe.d/hostprep-vfio.conf and enables " +
-                              std::string(kPrepareUnit) + "), or 'systemctl enable " + std::string(kPrepareUnit) + "'";
+  // persist writes (vm-passthrough) or removes (any other mode) hostprep's modprobe.d and
+  // modules-load.d files; it enables no unit.
+  const std::string enableUnit = "'systemctl enable " + std::string(kPrepareUnit) + "'";
+  const std::string persist = mode == Mode::kVmPassthrough
+                                  ? "run 'hostprep persist --mode vm-passthrough' (writes "
+                                    "/etc/modprobe.d/hostprep-vfio.conf), or " + enableUnit
+                                  : "run " + enableUnit + " (it re-creates the VFs and vGPU devices at every boot)";
   if (mode == Mode::kVmVgpu) {
     if (!ids.empty()) {
       return makeCheck(id, CheckStatus::kWarn,
                        "the boot configuration hands devices to vfio-pci (" + join(idSources, "; ") +
                            "): the vGPU manager needs the GPUs on nvidia",
-                       "remove those vfio-pci ids; " + persist);
+                       "remove those vfio-pci ids ('hostprep persist --mode vm-vgpu' removes hostprep's "
+                       "own); " + persist);
     }
     if (unit) return makeCheck(id, CheckStatus::kPass, found.front());
     return makeCheck(id, CheckStatus::kWarn,

@@ -266,8 +266,8 @@ TEST_CASE("vm-vgpu: an Ampere GPU without SR-IOV fails, Turing uses mdev and pas
   // Nothing restores the VFs and vGPUs at boot.
   CHECK(check(r, "boot.persistence").status == CheckStatus::kWarn);
   CHECK(check(r, "boot.persistence").remedy ==
-        "run 'hostprep persist --mode vm-vgpu' (writes /etc/modprobe.d/hostprep-vfio.conf and enables "
-        "hostprep-prepare.service), or 'systemctl enable hostprep-prepare.service'");
+        "run 'systemctl enable hostprep-prepare.service' (it re-creates the VFs and vGPU devices at "
+        "every boot)");
 
   SECTION("sriov_totalvfs 0 is the same failure") {
     fx.write("sys/devices/pci0000:86/0000:86:00.0/sriov_totalvfs", "0\n");
