@@ -87,59 +87,40 @@ sync() {
     exit 1
   fi
 
-  # Global options: everywhere in the page, and the GLOBAL OPTIONS entries are real ones.
-  local globals
-  globals=$(table_options <<<"$top")
-  for opt in $(all_options <<<"$top"); do
-    if ! has_option "$whole" "$opt"; then
-      echo "FAIL: $opt (hostprep --help) is not in the man page"
-      failed=1
-    fi
-  done
+  # check_table HELP SECTION WHERE WHAT: every option HELP prints is somewhere in the page, every
+  # option of its table is in SECTION (called WHERE), and SECTION documents none it lacks.
+  check_table() {
+    local help=$1 sec=$2 where=$3 what=$4 own opt
+    for opt in $(all_options <<<"$help"); do
+      has_option "$whole" "$opt" || { echo "FAIL: $opt ($what) is not in the man page"; failed=1; }
+    done
+    own=$(table_options <<<"$help")
+    [[ -n $own ]] || { echo "FAIL: no option table in '$what'"; failed=1; }
+    for opt in $own; do
+      # --help of a command is said once for all, at the top of COMMANDS.
+      [[ $opt == --help && $where != "GLOBAL OPTIONS" ]] && continue
+      has_option "$sec" "$opt" || { echo "FAIL: $opt of '$what' is not in the $where section"; failed=1; }
+    done
+    for opt in $(documented_options <<<"$sec"); do
+      grep -qxF -- "$opt" <<<"$own" || { echo "FAIL: the $where section documents $opt, which '$what' does not list"; failed=1; }
+    done
+  }
+
+  # Global options, then each command: its section and its options.
   local gsec
   gsec=$(section .SH "GLOBAL OPTIONS")
-  if [[ -z $gsec ]]; then
-    echo "FAIL: no GLOBAL OPTIONS section"
-    failed=1
-  fi
-  for opt in $globals; do
-    has_option "$gsec" "$opt" || { echo "FAIL: global option $opt is not in GLOBAL OPTIONS"; failed=1; }
-  done
-  for opt in $(documented_options <<<"$gsec"); do
-    grep -qxF -- "$opt" <<<"$globals" || { echo "FAIL: GLOBAL OPTIONS documents $opt, which 'hostprep --help' does not list"; failed=1; }
-  done
-
-  # Each command: its section, its options.
-  local cmd
+  [[ -n $gsec ]] || { echo "FAIL: no GLOBAL OPTIONS section"; failed=1; }
+  check_table "$top" "$gsec" "GLOBAL OPTIONS" "hostprep --help"
+  local cmd help sec
   for cmd in $commands; do
-    local help
     if ! help=$("$bin" "$cmd" --help); then
       echo "FAIL: $bin $cmd --help failed"
       failed=1
       continue
     fi
-    local sec
     sec=$(section .SS "$cmd")
-    if [[ -z $sec ]]; then
-      echo "FAIL: command $cmd has no '.SS $cmd' section"
-      failed=1
-    fi
-    for opt in $(all_options <<<"$help"); do
-      has_option "$whole" "$opt" || { echo "FAIL: $opt ($cmd --help) is not in the man page"; failed=1; }
-    done
-    local own
-    own=$(table_options <<<"$help")
-    if [[ -z $own ]]; then
-      echo "FAIL: no option table in '$bin $cmd --help'"
-      failed=1
-    fi
-    for opt in $own; do
-      [[ $opt == --help ]] && continue  # said once for all commands, at the top of COMMANDS
-      has_option "$sec" "$opt" || { echo "FAIL: $opt of $cmd is not in the '.SS $cmd' section"; failed=1; }
-    done
-    for opt in $(documented_options <<<"$sec"); do
-      grep -qxF -- "$opt" <<<"$own" || { echo "FAIL: '.SS $cmd' documents $opt, which '$cmd --help' does not list"; failed=1; }
-    done
+    [[ -n $sec ]] || { echo "FAIL: command $cmd has no '.SS $cmd' section"; failed=1; }
+    check_table "$help" "$sec" "'.SS $cmd'" "hostprep $cmd --help"
   done
 
   # No section under COMMANDS for a command the program does not have.
