@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <fstream>
 
 #include "drivers/status.hpp"
@@ -40,8 +41,26 @@ Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::st
   return Out{*entries};
 }
 
+namespace {
+
+// Where a run's time goes, one debug line per phase (hostprep --log-level debug prepare ...).
+class PhaseClock {
+ public:
+  void lap(std::string_view phase) {
+    const auto now = std::chrono::steady_clock::now();
+    spdlog::debug("time: {} {:.1f} ms", phase, std::chrono::duration<double, std::milli>(now - last_).count());
+    last_ = now;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
 Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   Convergence c;
+  PhaseClock clock;
   Host& host = k.host;
   auto failed = [&](Error e) {
     c.status = std::move(e);
@@ -75,10 +94,14 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
     }
   }
 
+  clock.lap("lock and journal");
+
   // 3. Read the host, once, as the recovery left it.
   auto snap = readSnapshot(host);
   if (!snap) return failed(snap.error());
   c.snapshot = *snap;
+
+  clock.lap("read the host");
 
   // 4. Select the GPUs and their companions; refuse unsafe groups.
   auto sel = selectDevices(*snap, opt.selection);
@@ -112,6 +135,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
     in.vgpuVfioAvailable = k.modules.available("nvidia_vgpu_vfio");
   }
   auto plan = makePlan(*snap, *sel, in);
+  clock.lap("select and plan");
   if (!plan) return failed(plan.error());
   c.plan = *plan;
   if (opt.dryRun) return c;
@@ -135,12 +159,21 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
                           "the VMs using the vGPU devices), or pass --force"));
   }
 
+  clock.lap("holders");
+
   // 7. Apply.
   auto started = std::chrono::steady_clock::now();
   auto res = applyPlan(k, *plan, apply);
+  clock.lap("apply");
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!res) return failed(res.error());
   c.stepsRun = res->stepsRun;
+  if (spdlog::should_log(spdlog::level::debug)) {
+    spdlog::debug("time: {} journal write(s) {:.1f} ms", res->journalWrites, res->journalMs);
+    for (const auto& [i, ms] : res->stepMs) {
+      spdlog::debug("time: step {} ({}) {:.1f} ms", i + 1, plan->steps[i].describe(), ms);
+    }
+  }
   if (auto s = writeLastMode(host, opt.mode); !s) spdlog::warn("{}", s.error().describe());
   return c;
 }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,11 @@ std::vector<Holder> planHolders(const Host& host, const Plan& plan, const ApplyO
 struct ApplyResult {
   size_t stepsRun = 0;
   bool rolledBack = false;
+  // Where the time went (for --log-level debug): each step's write and verification, by plan
+  // index, and the journal writes that precede them, in total.
+  std::map<size_t, double> stepMs;
+  double journalMs = 0;
+  size_t journalWrites = 0;
 };
 
 // Applies the plan. On failure the error names the device, the step and errno, and every

@@ -1,7 +1,8 @@
 // The write-ahead journal of a prepare run and the lock that serializes runs. The journal lives
-// in <root>/run/hostprep/journal.json: written before each step, removed when the run ends
-// cleanly. A journal found at start means a run died mid-way; it holds every touched device's
-// original driver and override, which is all the next run needs to put the host back.
+// in <root>/run/hostprep/journal.json: written before the first step (and again when an unbind is
+// left pending), removed when the run ends cleanly. A journal found at start means a run died
+// mid-way; it holds the original driver and override of every device the plan may touch (and
+// the VF counts and vGPU devices), which is all the next run needs to put the host back.
 #pragma once
 
 #include <chrono>
@@ -40,7 +41,7 @@ struct Journal {
   int pid = 0;
   std::vector<JournalDevice> devices;  // every device the plan may touch, in plan order
   std::vector<Step> steps;
-  size_t next = 0;  // the step about to run (or running when the process died)
+  size_t next = 0;  // 0, or the step whose unbind was left pending (for the reader)
   std::vector<JournalSriov> sriov;     // PFs whose VF count the plan changes, with the original
   std::vector<Bdf> vgpuGpus;           // GPUs whose vGPU devices (on the PF and its VFs) it covers
   std::vector<VgpuDevice> vgpus;       // the vGPU devices on those before the run

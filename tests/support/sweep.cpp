@@ -90,6 +90,7 @@ struct Rig {
 struct Probe {
   State before, after;
   size_t steps = 0, writes = 0, mutations = 0;
+  size_t fileWrites = 0;  // journal writes
 };
 
 Probe probe(const SweepCase& c) {
@@ -104,6 +105,7 @@ Probe probe(const SweepCase& c) {
   p.after = r.fx->deviceState();
   p.writes = r.writes();
   p.mutations = r.mutations();
+  p.fileWrites = r.kernel->fileWriteCount() - r.fileWriteBase;
   return p;
 }
 
@@ -244,11 +246,13 @@ SweepTally faultSweep(const SweepCase& c, const std::vector<int>& errnos) {
 SweepTally journalFaultSweep(const SweepCase& c) {
   SweepTally t;
   const Probe p = probe(c);
-  for (size_t s = 0; s < p.steps; ++s) {
-    const std::string where = c.name + ", the journal write before step " + std::to_string(s) + " fails";
+  if (p.fileWrites == 0) throw std::runtime_error(c.name + ": the clean run wrote no journal");
+  for (size_t s = 0; s < p.fileWrites; ++s) {
+    const std::string where = c.name + ", journal write " + std::to_string(s) + " of " +
+                              std::to_string(p.fileWrites) + " fails";
     point(t, where, [&] {
       Rig r(c);
-      r.kernel->failFileWrite(r.fileWriteBase + s, ENOSPC);  // the run writes the journal once before each step
+      r.kernel->failFileWrite(r.fileWriteBase + s, ENOSPC);  // every journal write the clean run made
       auto res = applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
       State now = r.fx->deviceState();
       if (res) return t.fail(where + ": the run reported success");

@@ -58,6 +58,13 @@ timed() { # NAME CMD... : prints "BENCH NAME <ms>"; a non-zero exit is a failure
     [ "${r#* }" = 0 ] || { bad "$name: exit ${r#* }: $(tail -n 3 $T/timed.out | tr '\n' ' ')"; return 1; }
 }
 
+# Where one run's time goes (--log-level debug prints a "time:" line per phase and per step).
+for m in vm-passthrough container; do
+    echo "HPVM: breakdown of prepare --mode $m (debug log)"
+    hostprep --log-level debug prepare --mode $m $HPIDS > $T/bd.out 2>&1 || bad "breakdown: $m: $(tail -n 2 $T/bd.out)"
+    grep 'time:' $T/bd.out | sed 's/^debug: time: /HPVM:   /'
+done
+
 if [ "$ONLY" != agent ]; then
 echo "HPVM: bench switch: $N repetitions, functions $FUNCS"
 # One untimed round first: vfio-pci's first probe of each device, page cache for the binary.
