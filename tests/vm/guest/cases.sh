@@ -384,7 +384,7 @@ hp_t_vgpu_mtty() {
     # port serial). Both names end in "serial", the token vgpu-device-manager would match on, so
     # the config names the directories.
     local cfg=$T/vgpu.yaml ids="$HP_IDS --devices $EDU_A" types=$P/$EDU_A/mdev_supported_types
-    local u g holder dev=/sys/bus/mdev/devices t1 t2
+    local u g dev=/sys/bus/mdev/devices t1 t2
     vgpus() { ls $dev 2>/dev/null | sort; }
     modprobe mtty parent=$EDU_A
     [ -e /sys/class/mdev_bus/$EDU_A ] || die "$EDU_A is not in /sys/class/mdev_bus"
@@ -447,18 +447,12 @@ EOF
     u=$(head -n1 $T/uuids1)
     g=$(basename $(readlink $dev/$u/iommu_group))
     [ -c /dev/vfio/$g ] || die "/dev/vfio/$g missing for mdev $u"
-    hold /dev/vfio/$g > $T/hold.out 2>&1 &
-    holder=$!
-    echo $holder >> $T/holders
-    i=0
-    while ! grep -q held $T/hold.out && [ $i -lt 50 ]; do usleep 100000; i=$((i + 1)); done
-    grep -q held $T/hold.out || die "hold did not open /dev/vfio/$g: $(cat $T/hold.out)"
+    hold_start /dev/vfio/$g
     hp_expect 3 prepare --mode container $ids
     grep -q "/dev/vfio/$g" $T/hp.out || die "the refusal does not name /dev/vfio/$g"
     note "$(grep -m1 "/dev/vfio/$g" $T/hp.out)"
     vgpus | cmp -s - $T/uuids1 || die "refused, yet the devices changed: $(vgpus | tr '\n' ' ')"
-    kill $holder
-    wait $holder 2>/dev/null || true
+    hold_stop
     # 4. Another config: the dual-port devices go, three single-port ones come.
     hp_expect 0 prepare --mode vm-vgpu $ids --vgpu-config $cfg --vgpu-config-name single
     [ $(vgpus | wc -l) = 3 ] || die "expected 3 mdevs, found: $(vgpus | tr '\n' ' ')"
