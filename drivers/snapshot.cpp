@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "drivers/journal.hpp"
 #include "drivers/names.hpp"
@@ -70,6 +71,7 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
   const std::string dir = pciDevicePath(bdf);
   // The directory's listing says which optional attributes exist (SR-IOV, boot_vga, physfn,
   // mdev types): only those are opened, which halves the reads of a typical function.
+  // A directory that cannot be listed (but exists) is read attribute by attribute, as before.
   auto entries = host.list(dir);
   if (!entries) {
     if (!host.exists(dir)) return std::nullopt;
@@ -168,12 +170,11 @@ Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before, const
   Snapshot s = before;
   const std::set<Bdf> locked = changed.empty() ? std::set<Bdf>{} : pendingUnbinds(host);
   for (const auto& bdf : changed) {
-    auto it = std::lower_bound(s.pci.begin(), s.pci.end(), bdf,
-                               [](const PciFunction& f, const Bdf& b) { return f.bdf < b; });
-    if (it == s.pci.end() || it->bdf != bdf) return readSnapshot(host);  // new to us: read all
+    PciFunction* known = s.find(bdf);
+    if (!known) return readSnapshot(host);  // new to us: read all
     auto f = readPciFunction(host, bdf, locked.count(bdf) != 0);
     if (!f) return readSnapshot(host);  // gone: its remove event is on its way
-    *it = std::move(*f);
+    *known = std::move(*f);
   }
   readModulesAndDrivers(host, s);
   return s;
@@ -183,6 +184,10 @@ const PciFunction* Snapshot::find(const Bdf& bdf) const {
   auto it = std::lower_bound(pci.begin(), pci.end(), bdf,
                              [](const PciFunction& f, const Bdf& b) { return f.bdf < b; });
   return it != pci.end() && it->bdf == bdf ? &*it : nullptr;
+}
+
+PciFunction* Snapshot::find(const Bdf& bdf) {
+  return const_cast<PciFunction*>(std::as_const(*this).find(bdf));
 }
 
 bool Snapshot::moduleLoaded(std::string_view module) const {

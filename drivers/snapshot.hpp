@@ -26,6 +26,7 @@ struct Snapshot {
   std::optional<Bdf> rootDiskPci;  // the PCI function behind the root filesystem, if found
 
   const PciFunction* find(const Bdf& bdf) const;
+  PciFunction* find(const Bdf& bdf);
   bool moduleLoaded(std::string_view module) const;
   // Functions in a group, as recorded by the kernel (falls back to matching iommu_group links).
   std::vector<const PciFunction*> groupMembers(int group) const;
