@@ -63,7 +63,7 @@ Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusReque
   StaticInputs fresh;
   StaticInputs& st = r.statics ? *r.statics : fresh;
   if (!st.nodeName) st.nodeName = readNodeName(host);
-  if (!st.pciIds) st.pciIds = readPciIds(host);
+  if (!r.pciIds && !st.pciIds) st.pciIds = readPciIds(host);  // --pci-ids: the host's is not read
   if (!st.modulesAlias || st.modulesAlias->first != o->snapshot.kernelRelease) {
     const auto path = hostPath("lib/modules", o->snapshot.kernelRelease, "modules.alias");
     st.modulesAlias.emplace(o->snapshot.kernelRelease, host.read(path, 64u << 20).value_or(""));
