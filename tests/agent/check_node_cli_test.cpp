@@ -5,6 +5,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "tests/support/fixture.hpp"
 #include "tests/support/run.hpp"
 
 using hostprep::test::runHostprep;
@@ -28,16 +29,12 @@ TEST_CASE("check-node --vgpu-config: the file prepare reads, and a bad one exits
                         "--vgpu-config", fx("clean/vgpu-config.yaml")});
   CHECK(r.exitCode == 0);
   CHECK_THAT(r.out, Catch::EndsWith("3 nodes, 3 ok\n"));
-  char tmpl[] = "/tmp/hostprep-vgpu-XXXXXX";
-  int fd = ::mkstemp(tmpl);
-  REQUIRE(fd >= 0);
-  const std::string text = "version: v1\nvgpu-configs:\n  A10-4Q:\n    - devices: all\n      vgpu-devices: {A10-4Q: six}\n";
-  REQUIRE(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
-  ::close(fd);
-  r = runHostprep({"check-node", fx("clean/nodes.json"), "--vgpu-config", tmpl});
-  ::unlink(tmpl);
+  hostprep::test::Fixture dir;  // a private temporary directory
+  dir.write("vgpu.yaml", "version: v1\nvgpu-configs:\n  A10-4Q:\n    - devices: all\n      vgpu-devices: {A10-4Q: six}\n");
+  const std::string bad = dir.path("vgpu.yaml").string();
+  r = runHostprep({"check-node", fx("clean/nodes.json"), "--vgpu-config", bad});
   CHECK(r.exitCode == 2);
-  CHECK_THAT(r.err, Catch::Contains("--vgpu-config: " + std::string(tmpl) +
+  CHECK_THAT(r.err, Catch::Contains("--vgpu-config: " + bad +
                                     ":5: vgpu-configs.A10-4Q[0].vgpu-devices.A10-4Q: 'six' is not a count"));
 }
 

@@ -26,9 +26,9 @@ TEST_CASE("status prints the document and writes it only with --write", "[cli][s
   CHECK(std::filesystem::exists(fx.path("run/hostprep/status.json")));
   CHECK(std::filesystem::exists(fx.path("var/lib/node-exporter/hostprep.prom")));
 
-  r = runHostprep({"--root", fx.root().string(), "status", "--write", "/tmp/elsewhere.json", "--mode", "container"});
+  r = runHostprep({"--root", fx.root().string(), "status", "--write", "/srv/elsewhere.json", "--mode", "container"});
   REQUIRE(r.exitCode == 0);
-  std::ifstream f(fx.path("tmp/elsewhere.json"));
+  std::ifstream f(fx.path("srv/elsewhere.json"));
   std::stringstream ss;
   ss << f.rdbuf();
   auto w = nlohmann::json::parse(ss.str());

@@ -227,8 +227,8 @@ fs::path fixtureParent() {
 }  // namespace
 
 Fixture::Fixture() {
-  // On tmpfs when there is one: the executor fsyncs its journal before every step, and the
-  // fault and crash sweeps run thousands of steps (seconds on tmpfs, minutes on a VM's disk).
+  // On tmpfs when there is one: every run fsyncs its journal and status files, and the fault
+  // and crash sweeps make thousands of runs (seconds on tmpfs, minutes on a VM's disk).
   std::string tmpl = (fixtureParent() / "hostprep-fixture-XXXXXX").string();
   if (!::mkdtemp(tmpl.data())) throw std::runtime_error("fixture: mkdtemp failed");
   root_ = tmpl;
