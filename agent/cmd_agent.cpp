@@ -17,13 +17,16 @@ namespace {
 // when stderr is the journal. Elsewhere the plain "level: message" form stays.
 class PriorityFlag final : public spdlog::custom_flag_formatter {
  public:
-  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
     static constexpr const char* kPrio[] = {"<7>", "<7>", "<6>", "<4>", "<3>", "<2>", "<6>"};
     const auto i = static_cast<size_t>(msg.level);
     const char* p = i < std::size(kPrio) ? kPrio[i] : "<6>";
     dest.append(p, p + 3);
   }
-  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<PriorityFlag>(); }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<PriorityFlag>();
+  }
 };
 
 void useJournalFormat() {

@@ -53,7 +53,8 @@ Result<std::vector<Document>> load(const std::string& path) {
 }
 
 // Exactly one document (ClusterPolicy, KubeVirt).
-Result<std::optional<Document>> loadOne(const std::optional<std::string>& path, const char* option) {
+Result<std::optional<Document>> loadOne(const std::optional<std::string>& path,
+                                        const char* option) {
   if (!path) return std::optional<Document>();
   auto docs = load(*path);
   if (!docs) return docs.error();
@@ -67,7 +68,8 @@ Result<std::optional<Document>> loadOne(const std::optional<std::string>& path, 
 
 int fail(Context& ctx, const Error& e) {
   if (ctx.json()) {
-    json j{{"schema", "hostprep.check-node/v1"}, {"ok", false},
+    json j{{"schema", "hostprep.check-node/v1"},
+           {"ok", false},
            {"error", {{"message", e.message}, {"errno", e.err}, {"advice", e.advice}}}};
     ctx.out << j.dump(2) << "\n";
   }
@@ -81,9 +83,12 @@ json operandsJson() {
   };
   json a = json::array();
   for (const auto& o : operandTable()) {
-    a.push_back({{"operand", std::string(o.name)}, {"label", deployLabel(o)},
-                 {"container", need(o.container)}, {"vm-passthrough", need(o.passthrough)},
-                 {"vm-vgpu", need(o.vgpu)}, {"what", std::string(o.what)}});
+    a.push_back({{"operand", std::string(o.name)},
+                 {"label", deployLabel(o)},
+                 {"container", need(o.container)},
+                 {"vm-passthrough", need(o.passthrough)},
+                 {"vm-vgpu", need(o.vgpu)},
+                 {"what", std::string(o.what)}});
   }
   return a;
 }

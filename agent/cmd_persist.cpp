@@ -34,20 +34,23 @@ int cmdPersist(Context& ctx, const std::vector<std::string>& args) {
   auto sel = selectDevices(*snap, so);
   if (!sel) return fail(ctx, sel.error());
   if (opt->mode == Mode::kVmPassthrough && sel->targets.empty()) {
-    return fail(ctx, sysError("no GPU selected on this host: nothing to keep away from the host driver",
-                              ENODEV, "check 'lspci -nn'; pass --gpu-ids VVVV:DDDD"));
+    return fail(ctx,
+                sysError("no GPU selected on this host: nothing to keep away from the host driver",
+                         ENODEV, "check 'lspci -nn'; pass --gpu-ids VVVV:DDDD"));
   }
 
   // 2. The files.
-  auto plan = makePersistPlan(*snap, *sel, opt->mode, [&](std::string_view p) -> std::optional<std::string> {
-    auto t = host.read(p, 1u << 20);
-    return t ? std::optional<std::string>(*t) : std::nullopt;
-  });
+  auto plan = makePersistPlan(*snap, *sel, opt->mode,
+                              [&](std::string_view p) -> std::optional<std::string> {
+                                auto t = host.read(p, 1u << 20);
+                                return t ? std::optional<std::string>(*t) : std::nullopt;
+                              });
   for (const auto& w : plan.warnings) ctx.err << "warning: " << w << "\n";
   for (const auto& f : plan.files) {
     ctx.out << "/" << f.path << ": "
-            << (!f.changes ? "unchanged" : f.content ? (opt->dryRun ? "would write" : "written")
-                                                      : (opt->dryRun ? "would remove" : "removed"))
+            << (!f.changes  ? "unchanged"
+                : f.content ? (opt->dryRun ? "would write" : "written")
+                            : (opt->dryRun ? "would remove" : "removed"))
             << "\n";
     if (opt->dryRun && f.changes && f.content) {
       for (auto line : splitLines(*f.content)) ctx.out << "  | " << line << "\n";

@@ -40,7 +40,12 @@ json reportJson(const PreflightReport& r) {
           {"target", r.image ? "image" : "host"},
           {"checks", checks},
           {"summary",
-           {{"ok", s.fail == 0}, {"pass", s.pass}, {"warn", s.warn}, {"fail", s.fail}, {"skip", s.skip}, {"info", s.info}}}};
+           {{"ok", s.fail == 0},
+            {"pass", s.pass},
+            {"warn", s.warn},
+            {"fail", s.fail},
+            {"skip", s.skip},
+            {"info", s.info}}}};
 }
 
 bool useColor(const Context& ctx, ColorChoice choice) {
@@ -55,17 +60,23 @@ bool useColor(const Context& ctx, ColorChoice choice) {
 
 std::string_view colorOf(CheckStatus s) {
   switch (s) {
-    case CheckStatus::kPass: return "\033[32m";
-    case CheckStatus::kWarn: return "\033[33m";
-    case CheckStatus::kFail: return "\033[1;31m";
-    case CheckStatus::kSkip: return "\033[2m";
-    case CheckStatus::kInfo: return "\033[36m";
+    case CheckStatus::kPass:
+      return "\033[32m";
+    case CheckStatus::kWarn:
+      return "\033[33m";
+    case CheckStatus::kFail:
+      return "\033[1;31m";
+    case CheckStatus::kSkip:
+      return "\033[2m";
+    case CheckStatus::kInfo:
+      return "\033[36m";
   }
   return "";
 }
 
 void printText(Context& ctx, const PreflightReport& r, const std::string& root, bool color) {
-  ctx.out << "preflight for " << toString(r.mode) << " on " << (r.image ? "image " : "host ") << root << "\n";
+  ctx.out << "preflight for " << toString(r.mode) << " on " << (r.image ? "image " : "host ")
+          << root << "\n";
   size_t width = 0;
   for (const auto& c : r.checks) width = std::max(width, c.title.size());
   for (const auto& c : r.checks) {
@@ -74,15 +85,16 @@ void printText(Context& ctx, const PreflightReport& r, const std::string& root, 
     } else {
       ctx.out << toString(c.status);
     }
-    ctx.out << "  " << c.title << std::string(width - c.title.size(), ' ') << "  " << c.detail << "\n";
+    ctx.out << "  " << c.title << std::string(width - c.title.size(), ' ') << "  " << c.detail
+            << "\n";
     if (!c.remedy.empty() && (c.status == CheckStatus::kWarn || c.status == CheckStatus::kFail)) {
       ctx.out << "      remedy: " << c.remedy << "\n";
     }
   }
   const auto s = r.summary();
-  ctx.out << "summary: " << s.pass << " pass, " << s.warn << " warn, " << s.fail << " fail, " << s.skip
-          << " skip, " << s.info << " info: " << (s.fail ? "NOT READY" : "ready") << " for "
-          << toString(r.mode) << "\n";
+  ctx.out << "summary: " << s.pass << " pass, " << s.warn << " warn, " << s.fail << " fail, "
+          << s.skip << " skip, " << s.info << " info: " << (s.fail ? "NOT READY" : "ready")
+          << " for " << toString(r.mode) << "\n";
 }
 
 int fail(Context& ctx, const Error& e) {
@@ -113,9 +125,8 @@ int cmdPreflight(Context& ctx, const std::vector<std::string>& args) {
   if (opt->image) {
     // 1. An image: its boot configuration and installed kernels; no running kernel to ask.
     const BootConfig boot = readBootConfig(host);
-    const auto kernels = readImageKernels(host, modules, [&](const std::string& release) {
-      return makeKmodLoader(host, release);
-    });
+    const auto kernels = readImageKernels(
+        host, modules, [&](const std::string& release) { return makeKmodLoader(host, release); });
     report = preflightImage(ImageFacts{boot, kernels}, req);
   } else {
     // 1. A live host: the PCI snapshot (may be missing: then the checks say so), platform facts,
@@ -126,8 +137,8 @@ int cmdPreflight(Context& ctx, const std::vector<std::string>& args) {
     auto loader = makeKmodLoader(host, release);
     const PlatformFacts platform = readPlatform(host, release, *loader, modules);
     const BootConfig boot = readBootConfig(host);
-    HostFacts facts{snap ? &*snap : nullptr, snap ? std::string() : snap.error().describe(), platform, boot,
-                    readTrimmed(host, "proc/cmdline").value_or("")};
+    HostFacts facts{snap ? &*snap : nullptr, snap ? std::string() : snap.error().describe(),
+                    platform, boot, readTrimmed(host, "proc/cmdline").value_or("")};
     // 2. The checks.
     auto r = preflightHost(facts, req);
     if (!r) return fail(ctx, r.error());

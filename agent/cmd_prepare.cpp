@@ -47,13 +47,14 @@ json planJson(const Plan& plan, bool dryRun) {
   if (plan.mode == Mode::kVmVgpu || !plan.vgpuRemovals.empty() || !plan.sriov.empty()) {
     json v{{"devices", json::array()}, {"removals", json::array()}, {"sriov", json::array()}};
     for (const auto& pv : plan.vgpus) {
-      v["devices"].push_back({{"gpu", pv.gpu.str()},
-                              {"parent", pv.parent.str()},
-                              {"type", pv.type},
-                              {"type_name", pv.typeName},
-                              {"uuid", pv.uuid.empty() ? json(nullptr) : json(pv.uuid)},
-                              {"interface", pv.iface ? json(std::string(toString(*pv.iface))) : json("auto")},
-                              {"exists", pv.exists}});
+      v["devices"].push_back(
+          {{"gpu", pv.gpu.str()},
+           {"parent", pv.parent.str()},
+           {"type", pv.type},
+           {"type_name", pv.typeName},
+           {"uuid", pv.uuid.empty() ? json(nullptr) : json(pv.uuid)},
+           {"interface", pv.iface ? json(std::string(toString(*pv.iface))) : json("auto")},
+           {"exists", pv.exists}});
     }
     for (const auto& d : plan.vgpuRemovals) {
       v["removals"].push_back({{"parent", d.parent.str()},
@@ -149,9 +150,10 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
   co.vgpuConfigName = opt->vgpuConfigName;
   co.onDevice = [&](const DeviceMove& mv, const Status& s) {
     if (ctx.json()) return;
-    ctx.out << mv.bdf.str() << " " << toString(mv.role) << ": " << mv.from.driver.value_or("no driver")
-            << " -> " << (mv.toDriver.empty() ? "its own driver" : mv.toDriver)
-            << (s ? " ok" : " FAILED") << "\n";
+    ctx.out << mv.bdf.str() << " " << toString(mv.role) << ": "
+            << mv.from.driver.value_or("no driver") << " -> "
+            << (mv.toDriver.empty() ? "its own driver" : mv.toDriver) << (s ? " ok" : " FAILED")
+            << "\n";
     ctx.out.flush();
   };
 #ifdef HOSTPREP_TEST_HOOKS
@@ -188,8 +190,8 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
     report["seconds"] = c.seconds;
     ctx.out << report.dump(2) << "\n";
   } else {
-    ctx.out << "done: " << plan.moves.size() << " device(s) in " << toString(plan.mode)
-            << " mode, " << c.stepsRun << " step(s) in " << c.seconds << " s\n";
+    ctx.out << "done: " << plan.moves.size() << " device(s) in " << toString(plan.mode) << " mode, "
+            << c.stepsRun << " step(s) in " << c.seconds << " s\n";
   }
   return 0;
 }

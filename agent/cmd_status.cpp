@@ -15,14 +15,18 @@ int fail(Context& ctx, const Error& e) {
 }
 
 void printText(Context& ctx, const StatusDocument& d) {
-  ctx.out << "node " << (d.nodeName.empty() ? "(unnamed)" : d.nodeName) << ": " << summary(d) << "\n";
+  ctx.out << "node " << (d.nodeName.empty() ? "(unnamed)" : d.nodeName) << ": " << summary(d)
+          << "\n";
   for (const auto& c : d.conditions) {
-    ctx.out << "  " << c.type << "=" << toString(c.status) << " (" << c.reason << "): " << c.message << "\n";
+    ctx.out << "  " << c.type << "=" << toString(c.status) << " (" << c.reason << "): " << c.message
+            << "\n";
   }
   for (const auto& dv : d.devices) {
-    ctx.out << "  " << dv.fn->bdf.str() << " " << toString(dv.role) << " " << toString(dv.fn->id) << " "
-            << dv.name.value_or(className(dv.fn->classCode)) << ": " << dv.fn->driver.value_or("no driver");
-    if (dv.onWantedDriver == false) ctx.out << " (wants " << dv.wantedDriver.value_or("a non-vfio driver") << ")";
+    ctx.out << "  " << dv.fn->bdf.str() << " " << toString(dv.role) << " " << toString(dv.fn->id)
+            << " " << dv.name.value_or(className(dv.fn->classCode)) << ": "
+            << dv.fn->driver.value_or("no driver");
+    if (dv.onWantedDriver == false)
+      ctx.out << " (wants " << dv.wantedDriver.value_or("a non-vfio driver") << ")";
     ctx.out << "\n";
   }
 }

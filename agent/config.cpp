@@ -82,20 +82,25 @@ struct Reader {
 Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r) {
   AgentConfig c;
   if (!root || root.IsNull()) return c;
-  if (!root.IsMap()) return r.bad("(top level)", "must be a mapping of keys", "see systemd/config.yaml");
-  if (auto e = r.keys(root, "", {"mode", "selection", "host-driver", "holder-nodes", "vgpu",
-                                 "status", "reconcile"})) {
+  if (!root.IsMap())
+    return r.bad("(top level)", "must be a mapping of keys", "see systemd/config.yaml");
+  if (auto e = r.keys(
+          root, "",
+          {"mode", "selection", "host-driver", "holder-nodes", "vgpu", "status", "reconcile"})) {
     return *e;
   }
   if (auto n = root["mode"]) {
     auto s = r.scalar(n, "mode");
     if (!s) return s.error();
     auto m = parseMode(*s);
-    if (!m) return r.bad("mode", "'" + *s + "' is not a mode", "choose one of " + std::string(kModeChoices));
+    if (!m)
+      return r.bad("mode", "'" + *s + "' is not a mode",
+                   "choose one of " + std::string(kModeChoices));
     c.mode = *m;
   }
   if (auto sel = root["selection"]) {
-    if (!sel.IsMap()) return r.bad("selection", "must be a mapping", "write selection: {gpu-ids: [...]}");
+    if (!sel.IsMap())
+      return r.bad("selection", "must be a mapping", "write selection: {gpu-ids: [...]}");
     if (auto e = r.keys(sel, "selection", {"gpu-ids", "devices"})) return *e;
     if (auto n = sel["gpu-ids"]) {
       auto l = r.list(n, "selection.gpu-ids");
@@ -104,7 +109,8 @@ Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r) {
         auto id = parsePciId((*l)[i]);
         if (!id) {
           return r.bad("selection.gpu-ids[" + std::to_string(i) + "]",
-                       "'" + (*l)[i] + "' is not a vendor:device id", "write VVVV:DDDD in hex, e.g. 10de:2236");
+                       "'" + (*l)[i] + "' is not a vendor:device id",
+                       "write VVVV:DDDD in hex, e.g. 10de:2236");
         }
         c.selection.gpuIds.push_back(*id);
       }
@@ -116,7 +122,8 @@ Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r) {
         auto b = parseBdf((*l)[i]);
         if (!b) {
           return r.bad("selection.devices[" + std::to_string(i) + "]",
-                       "'" + (*l)[i] + "' is not a PCI address", "write DDDD:BB:DD.F, e.g. 0000:3b:00.0");
+                       "'" + (*l)[i] + "' is not a PCI address",
+                       "write DDDD:BB:DD.F, e.g. 0000:3b:00.0");
         }
         c.selection.devices.push_back(*b);
       }
@@ -135,12 +142,14 @@ Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r) {
     auto s = r.scalar(n, "holder-nodes");
     if (!s) return s.error();
     if (!startsWith(*s, "/dev/") || s->find("..") != std::string::npos) {
-      return r.bad("holder-nodes", "'" + *s + "' is not a /dev pattern", "write a glob under /dev, e.g. /dev/nvidia*");
+      return r.bad("holder-nodes", "'" + *s + "' is not a /dev pattern",
+                   "write a glob under /dev, e.g. /dev/nvidia*");
     }
     c.holderNodes = *s;
   }
   if (auto v = root["vgpu"]) {
-    if (!v.IsMap()) return r.bad("vgpu", "must be a mapping", "write vgpu: {config-file: ..., config-name: ...}");
+    if (!v.IsMap())
+      return r.bad("vgpu", "must be a mapping", "write vgpu: {config-file: ..., config-name: ...}");
     if (auto e = r.keys(v, "vgpu", {"config-file", "config-name"})) return *e;
     if (auto n = v["config-file"]) {
       auto p = r.path(n, "vgpu.config-file");
@@ -151,16 +160,23 @@ Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r) {
       auto s = r.scalar(n, "vgpu.config-name");
       if (!s) return s.error();
       bool ok = !s->empty() && s->size() <= 63;
-      for (char ch : *s) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.');
-      if (!ok) return r.bad("vgpu.config-name", "'" + *s + "' is not a config name", "use letters, digits, '-', '_' and '.'");
+      for (char ch : *s)
+        ok = ok &&
+             (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.');
+      if (!ok)
+        return r.bad("vgpu.config-name", "'" + *s + "' is not a config name",
+                     "use letters, digits, '-', '_' and '.'");
       c.vgpuConfigName = *s;
     }
   }
   if (auto st = root["status"]) {
-    if (!st.IsMap()) return r.bad("status", "must be a mapping", "write status: {path: /run/hostprep/status.json}");
+    if (!st.IsMap())
+      return r.bad("status", "must be a mapping",
+                   "write status: {path: /run/hostprep/status.json}");
     if (auto e = r.keys(st, "status", {"path", "nfd-features", "prometheus"})) return *e;
-    for (auto [key, field] : {std::pair{"path", &c.statusPath}, std::pair{"nfd-features", &c.nfdFeaturesPath},
-                              std::pair{"prometheus", &c.prometheusPath}}) {
+    for (auto [key, field] :
+         {std::pair{"path", &c.statusPath}, std::pair{"nfd-features", &c.nfdFeaturesPath},
+          std::pair{"prometheus", &c.prometheusPath}}) {
       if (auto n = st[key]) {
         auto p = r.path(n, std::string("status.") + key);
         if (!p) return p.error();
@@ -210,8 +226,9 @@ Result<AgentConfig> loadConfig(const Host& host, std::string_view path, bool req
   auto text = host.read(path, 1u << 20);
   if (!text) {
     if (text.error().err == ENOENT && !required) return AgentConfig{};
-    return usageError(source + ": cannot read the config: " + std::string(std::strerror(text.error().err)),
-                      "pass --config with a readable file");
+    return usageError(
+        source + ": cannot read the config: " + std::string(std::strerror(text.error().err)),
+        "pass --config with a readable file");
   }
   struct stat st {};
   if (::stat(host.resolve(path).c_str(), &st) == 0) {

@@ -23,8 +23,7 @@ Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::st
   }
   std::ifstream f(file, std::ios::binary);
   if (!f) {
-    return Error{"--vgpu-config: cannot read " + file, errno, "check the path",
-                 Exit::kUsage};
+    return Error{"--vgpu-config: cannot read " + file, errno, "check the path", Exit::kUsage};
   }
   std::string text(1u << 20, '\0');
   f.read(text.data(), static_cast<std::streamsize>(text.size()));
@@ -34,8 +33,8 @@ Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::st
   if (!cfg) return cfg.error();
   const auto* entries = cfg->find(name);
   if (!entries) {
-    return usageError("--vgpu-config-name: '" + name + "' is not a config in " +
-                          file + " (it has: " + join(cfg->names(), ", ") + ")",
+    return usageError("--vgpu-config-name: '" + name + "' is not a config in " + file +
+                          " (it has: " + join(cfg->names(), ", ") + ")",
                       "pass one of those names");
   }
   return Out{*entries};
@@ -48,7 +47,8 @@ class PhaseClock {
  public:
   void lap(std::string_view phase) {
     const auto now = std::chrono::steady_clock::now();
-    spdlog::debug("time: {} {:.1f} ms", phase, std::chrono::duration<double, std::milli>(now - last_).count());
+    spdlog::debug("time: {} {:.1f} ms", phase,
+                  std::chrono::duration<double, std::milli>(now - last_).count());
     last_ = now;
   }
 
@@ -108,7 +108,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   if (!sel) return failed(sel.error());
   if (sel->targets.empty()) {
     std::string what = opt.selection.gpuIds.empty() ? "NVIDIA GPU (vendor 10de, class 0300/0302)"
-                                                     : "device with the given --gpu-ids";
+                                                    : "device with the given --gpu-ids";
     return failed(sysError("no " + what + " found on this host", ENODEV,
                            "check 'lspci -nn'; for other devices pass --gpu-ids VVVV:DDDD"));
   }

@@ -38,7 +38,8 @@ class SignalFd final : public SignalSource {
 std::set<std::string> driftKeys(const StatusDocument& d) {
   std::set<std::string> out;
   for (const auto* dv : d.drift()) {
-    out.insert(dv->fn->bdf.str() + "=" + dv->fn->driver.value_or("none") + (dv->fn->unbindPending ? " (unbinding)" : ""));
+    out.insert(dv->fn->bdf.str() + "=" + dv->fn->driver.value_or("none") +
+               (dv->fn->unbindPending ? " (unbinding)" : ""));
   }
   return out;
 }
@@ -49,7 +50,8 @@ std::optional<std::set<Bdf>> changedFunctions(const std::vector<DeviceEvent>& ev
   std::set<Bdf> out;
   for (const auto& e : events) {
     if (e.subsystem == "vfio" && (e.action == "add" || e.action == "remove")) continue;
-    if (e.subsystem != "pci" || (e.action != "bind" && e.action != "unbind" && e.action != "change")) {
+    if (e.subsystem != "pci" ||
+        (e.action != "bind" && e.action != "unbind" && e.action != "change")) {
       return std::nullopt;
     }
     auto bdf = parseBdf(e.sysname);
@@ -66,7 +68,8 @@ Result<std::unique_ptr<SignalSource>> openSignalSource() {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
   sigaddset(&set, SIGCHLD);  // a timed write the kernel let go at last: reap it
-  if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return sysError("cannot block signals", errno);
+  if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0)
+    return sysError("cannot block signals", errno);
   int fd = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   if (fd < 0) return sysError("cannot create a signalfd", errno);
   return std::unique_ptr<SignalSource>(new SignalFd(fd));
@@ -90,7 +93,8 @@ Status Agent::convergeNow() {
   co.unbindTimeout = opt_.unbindTimeout;
   co.holderNodes = config_.holderGlob();
   // The vGPU config file is a host path (under --root).
-  if (!config_.vgpuConfigFile.empty()) co.vgpuConfigFile = k_.host.resolve(config_.vgpuConfigFile).string();
+  if (!config_.vgpuConfigFile.empty())
+    co.vgpuConfigFile = k_.host.resolve(config_.vgpuConfigFile).string();
   co.vgpuConfigName = config_.vgpuConfigName;
   co.onDevice = [](const DeviceMove& mv, const Status& s) {
     if (s) {
@@ -127,7 +131,8 @@ void Agent::observeAndPublish(const std::optional<std::set<Bdf>>& changed) {
   req.modeOverride = opt_.mode;
   req.convergeError = convergeError_;
   req.now = std::time(nullptr);
-  req.preflight = [this](const Host& h, const Snapshot& snap, Mode mode, const SelectionOptions& sel) {
+  req.preflight = [this](const Host& h, const Snapshot& snap, Mode mode,
+                         const SelectionOptions& sel) {
     if (!preflightCache_ || preflightCache_->first != mode) {
       preflightCache_.emplace(mode, preflightOutcome(h, snap, mode, sel));
     }
@@ -155,7 +160,8 @@ void Agent::observeAndPublish(const std::optional<std::set<Bdf>>& changed) {
       spdlog::info("drift cleared: every device on its wanted driver");
     } else {
       for (const auto* dv : (*o)->doc.drift()) {
-        spdlog::warn("bdf={} drift: on {}, wants {}", dv->fn->bdf.str(), dv->fn->driver.value_or("no driver"),
+        spdlog::warn("bdf={} drift: on {}, wants {}", dv->fn->bdf.str(),
+                     dv->fn->driver.value_or("no driver"),
                      dv->wantedDriver.value_or("a non-vfio driver"));
       }
     }
@@ -208,7 +214,8 @@ int Agent::start() {
 
 void Agent::handleEvents(const std::vector<DeviceEvent>& events) {
   for (const auto& e : events) {
-    spdlog::debug("event {} {} {}{}", e.action, e.subsystem, e.sysname, e.driver.empty() ? "" : " driver=" + e.driver);
+    spdlog::debug("event {} {} {}{}", e.action, e.subsystem, e.sysname,
+                  e.driver.empty() ? "" : " driver=" + e.driver);
   }
   observeAndPublish(changedFunctions(events));
   if (!config_.reconcile || !mode() || !last_) return;
@@ -258,12 +265,14 @@ int Agent::run(EventSource& events, SignalSource& signals) {
       for (int sig : signals.drain()) {
         if (sig == SIGTERM || sig == SIGINT) {
           notify_("STOPPING=1");
-          spdlog::info("{}: exiting; devices stay where they are", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+          spdlog::info("{}: exiting; devices stay where they are",
+                       sig == SIGTERM ? "SIGTERM" : "SIGINT");
           return 0;
         }
         if (sig == SIGHUP) reload();
         if (sig == SIGCHLD) {
-          if (size_t left = reapStrayChildren()) spdlog::debug("{} timed write(s) still waiting in the kernel", left);
+          if (size_t left = reapStrayChildren())
+            spdlog::debug("{} timed write(s) still waiting in the kernel", left);
         }
       }
     }

@@ -19,7 +19,8 @@ constexpr Command kCommands[] = {
     {"preflight", "check every host prerequisite of a mode and say how to fix it", cmdPreflight},
     {"status", "what the node is: modes, devices, conditions, advertised resources", cmdStatus},
     {"agent", "converge, publish the status, and keep it current from kernel events", cmdAgent},
-    {"persist", "keep passthrough GPUs away from the host driver from the first boot stage", cmdPersist},
+    {"persist", "keep passthrough GPUs away from the host driver from the first boot stage",
+     cmdPersist},
     {"check-node", "check node labels against advertised resources (cluster side)", cmdCheckNode},
 };
 
@@ -40,9 +41,13 @@ size_t editDistance(std::string_view a, std::string_view b) {
 
 void printUsage(std::ostream& os) {
   os << "usage: hostprep [global options] <command> [options]\n\nCommands:\n";
-  for (const auto& c : kCommands) os << "  " << c.name << std::string(14 - std::string_view(c.name).size(), ' ') << c.help << "\n";
-  os << "\n" << globalOptionsHelp()
-     << "\nExit codes: 0 ok or nothing to do, 1 failed (host left as it was), 2 usage or bad input,\n"
+  for (const auto& c : kCommands)
+    os << "  " << c.name << std::string(14 - std::string_view(c.name).size(), ' ') << c.help
+       << "\n";
+  os << "\n"
+     << globalOptionsHelp()
+     << "\nExit codes: 0 ok or nothing to do, 1 failed (host left as it was), 2 usage or bad "
+        "input,\n"
         "3 refused (device in use, unsafe IOMMU group).\n"
         "Run 'hostprep <command> --help' for a command's options.\n";
 }

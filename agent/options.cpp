@@ -16,14 +16,12 @@ namespace {
 
 po::options_description globalDescription() {
   po::options_description d("Global options (before or after the command)");
-  d.add_options()
-      ("root", po::value<std::string>()->default_value("/"),
-       "prefix every host path with DIR (an image, a fixture, or /host in a pod)")
-      ("output", po::value<std::string>()->default_value("text"), "text | json")
-      ("log-level", po::value<std::string>()->default_value("info"),
-       "trace | debug | info | warn | error | off")
-      ("help,h", "show help")
-      ("version", "print the version");
+  d.add_options()("root", po::value<std::string>()->default_value("/"),
+                  "prefix every host path with DIR (an image, a fixture, or /host in a pod)")(
+      "output", po::value<std::string>()->default_value("text"), "text | json")(
+      "log-level", po::value<std::string>()->default_value("info"),
+      "trace | debug | info | warn | error | off")("help,h", "show help")("version",
+                                                                          "print the version");
   return d;
 }
 
@@ -59,9 +57,9 @@ Result<std::vector<Bdf>> parseBdfList(std::string_view option, std::string_view 
     if (part.empty()) continue;
     auto b = parseBdf(part);
     if (!b) {
-      return usageError("--" + std::string(option) + ": '" + std::string(part) +
-                            "' is not a PCI address",
-                        "write DDDD:BB:DD.F, e.g. 0000:3b:00.0, comma-separated");
+      return usageError(
+          "--" + std::string(option) + ": '" + std::string(part) + "' is not a PCI address",
+          "write DDDD:BB:DD.F, e.g. 0000:3b:00.0, comma-separated");
     }
     out.push_back(*b);
   }
@@ -75,9 +73,9 @@ Result<std::vector<PciId>> parsePciIdList(std::string_view option, std::string_v
     if (part.empty()) continue;
     auto id = parsePciId(part);
     if (!id) {
-      return usageError("--" + std::string(option) + ": '" + std::string(part) +
-                            "' is not a vendor:device id",
-                        "write VVVV:DDDD in hex, e.g. 10de:2236, comma-separated");
+      return usageError(
+          "--" + std::string(option) + ": '" + std::string(part) + "' is not a vendor:device id",
+          "write VVVV:DDDD in hex, e.g. 10de:2236, comma-separated");
     }
     out.push_back(*id);
   }
@@ -104,7 +102,8 @@ Result<ParsedGlobal> parseGlobalOptions(int argc, const char* const* argv) {
   out.help = vm->count("help") != 0;
   out.version = vm->count("version") != 0;
   out.global.root = (*vm)["root"].as<std::string>();
-  if (out.global.root.empty()) return usageError("--root: empty path", "use --root / for this host");
+  if (out.global.root.empty())
+    return usageError("--root: empty path", "use --root / for this host");
   const auto output = (*vm)["output"].as<std::string>();
   if (output == "text") {
     out.global.output = OutputFormat::kText;
@@ -133,24 +132,24 @@ std::string globalOptionsHelp() {
 namespace {
 po::options_description prepareDescription() {
   po::options_description d("prepare options");
-  d.add_options()
-      ("mode", po::value<std::string>(), "container | vm-passthrough | vm-vgpu (required)")
-      ("dry-run", "print the plan and change nothing")
-      ("force", "take groups with foreign devices and devices in use")
-      ("devices", po::value<std::string>(), "only these GPUs, BDF,... (companions follow)")
-      ("gpu-ids", po::value<std::string>(), "select VVVV:DDDD,... instead of NVIDIA GPUs")
-      ("host-driver", po::value<std::string>()->default_value("nvidia"),
-       "the datacenter driver for container mode")
-      ("holder-nodes", po::value<std::string>(),
-       "device nodes whose holders block unbinding the host driver (default /dev/<host-driver>*)")
-      ("lock-timeout", po::value<double>()->default_value(30), "seconds to wait for another run")
-      ("unbind-timeout", po::value<double>()->default_value(30),
-       "seconds a driver may take to let go of a device")
-      ("vgpu-config", po::value<std::string>(),
-       "vm-vgpu: vgpu-device-manager config FILE (default: embedded defaults per GPU model)")
-      ("vgpu-config-name", po::value<std::string>()->default_value("default"),
-       "vm-vgpu: the config in that file to apply (as the nvidia.com/vgpu.config label)")
-      ("help,h", "show help");
+  d.add_options()("mode", po::value<std::string>(),
+                  "container | vm-passthrough | vm-vgpu (required)")(
+      "dry-run", "print the plan and change nothing")(
+      "force", "take groups with foreign devices and devices in use")(
+      "devices", po::value<std::string>(), "only these GPUs, BDF,... (companions follow)")(
+      "gpu-ids", po::value<std::string>(), "select VVVV:DDDD,... instead of NVIDIA GPUs")(
+      "host-driver", po::value<std::string>()->default_value("nvidia"),
+      "the datacenter driver for container mode")(
+      "holder-nodes", po::value<std::string>(),
+      "device nodes whose holders block unbinding the host driver (default /dev/<host-driver>*)")(
+      "lock-timeout", po::value<double>()->default_value(30), "seconds to wait for another run")(
+      "unbind-timeout", po::value<double>()->default_value(30),
+      "seconds a driver may take to let go of a device")(
+      "vgpu-config", po::value<std::string>(),
+      "vm-vgpu: vgpu-device-manager config FILE (default: embedded defaults per GPU model)")(
+      "vgpu-config-name", po::value<std::string>()->default_value("default"),
+      "vm-vgpu: the config in that file to apply (as the nvidia.com/vgpu.config label)")(
+      "help,h", "show help");
   return d;
 }
 }  // namespace
@@ -174,8 +173,7 @@ Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args)
     return o;
   }
   if (!vm->count("mode")) {
-    return usageError("prepare: --mode is required",
-                      "choose one of " + std::string(kModeChoices));
+    return usageError("prepare: --mode is required", "choose one of " + std::string(kModeChoices));
   }
   const auto mode = (*vm)["mode"].as<std::string>();
   auto m = parseMode(mode);
@@ -203,8 +201,9 @@ Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args)
     o.holderNodes = (*vm)["holder-nodes"].as<std::string>();
     if (!startsWith(o.holderNodes, "/dev/") || !checkConfigPath("--holder-nodes", o.holderNodes) ||
         o.holderNodes.size() > 255) {
-      return usageError("--holder-nodes: '" + quoteUntrusted(o.holderNodes) + "' is not a /dev pattern",
-                        "write a glob under /dev, e.g. /dev/nvidia*");
+      return usageError(
+          "--holder-nodes: '" + quoteUntrusted(o.holderNodes) + "' is not a /dev pattern",
+          "write a glob under /dev, e.g. /dev/nvidia*");
     }
   } else {
     o.holderNodes = "/dev/" + o.selection.hostDriver + "*";
@@ -217,21 +216,25 @@ Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args)
   o.unbindTimeout = *ut;
   if (vm->count("vgpu-config")) {
     o.vgpuConfigFile = (*vm)["vgpu-config"].as<std::string>();
-    if (o.vgpuConfigFile.empty()) return usageError("--vgpu-config: empty path", "name a YAML file");
+    if (o.vgpuConfigFile.empty())
+      return usageError("--vgpu-config: empty path", "name a YAML file");
   }
   o.vgpuConfigName = (*vm)["vgpu-config-name"].as<std::string>();
   // A label value: at most 63 of [A-Za-z0-9._-], starting and ending alphanumeric.
   const auto& n = o.vgpuConfigName;
-  bool okName = !n.empty() && n.size() <= 63 && std::isalnum(static_cast<unsigned char>(n.front())) &&
+  bool okName = !n.empty() && n.size() <= 63 &&
+                std::isalnum(static_cast<unsigned char>(n.front())) &&
                 std::isalnum(static_cast<unsigned char>(n.back()));
   for (char c : n) {
-    okName = okName && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
+    okName =
+        okName && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
   }
   if (!okName) {
     return usageError("--vgpu-config-name: '" + n + "' is not a config name",
                       "use a label value: letters, digits, '-', '_', '.', at most 63");
   }
-  if (o.mode != Mode::kVmVgpu && (vm->count("vgpu-config") || !(*vm)["vgpu-config-name"].defaulted())) {
+  if (o.mode != Mode::kVmVgpu &&
+      (vm->count("vgpu-config") || !(*vm)["vgpu-config-name"].defaulted())) {
     return usageError("--vgpu-config and --vgpu-config-name need --mode vm-vgpu",
                       "drop them, or use --mode vm-vgpu");
   }
@@ -242,17 +245,17 @@ Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args)
 namespace {
 po::options_description preflightDescription() {
   po::options_description d("preflight options");
-  d.add_options()
-      ("mode", po::value<std::string>(),
-       "container | vm-passthrough | vm-vgpu (default: the configured mode, else vm-passthrough)")
-      ("image", "judge --root as an image root: read its boot configuration, skip hardware checks")
-      ("devices", po::value<std::string>(), "only these GPUs, BDF,... (companions follow)")
-      ("gpu-ids", po::value<std::string>(), "select VVVV:DDDD,... instead of NVIDIA GPUs")
-      ("host-driver", po::value<std::string>()->default_value("nvidia"),
-       "the datacenter driver for container mode")
-      ("color", po::value<std::string>()->default_value("auto"),
-       "auto | always | never (auto: only on a terminal, and not when NO_COLOR is set)")
-      ("help,h", "show help");
+  d.add_options()(
+      "mode", po::value<std::string>(),
+      "container | vm-passthrough | vm-vgpu (default: the configured mode, else vm-passthrough)")(
+      "image", "judge --root as an image root: read its boot configuration, skip hardware checks")(
+      "devices", po::value<std::string>(), "only these GPUs, BDF,... (companions follow)")(
+      "gpu-ids", po::value<std::string>(), "select VVVV:DDDD,... instead of NVIDIA GPUs")(
+      "host-driver", po::value<std::string>()->default_value("nvidia"),
+      "the datacenter driver for container mode")(
+      "color", po::value<std::string>()->default_value("auto"),
+      "auto | always | never (auto: only on a terminal, and not when NO_COLOR is set)")(
+      "help,h", "show help");
   return d;
 }
 }  // namespace
@@ -260,9 +263,12 @@ po::options_description preflightDescription() {
 std::string preflightHelp() {
   std::ostringstream s;
   s << "usage: hostprep preflight [--mode M] [--image] [options]\n\n"
-       "Checks every host prerequisite of a mode (CPU virtualization, IOMMU in firmware and kernel,\n"
-       "kernel arguments, interrupt remapping, modules, IOMMU groups, SR-IOV, boot persistence) and\n"
-       "says exactly how to fix each problem. With --image, checks an image root's configuration.\n\n"
+       "Checks every host prerequisite of a mode (CPU virtualization, IOMMU in firmware and "
+       "kernel,\n"
+       "kernel arguments, interrupt remapping, modules, IOMMU groups, SR-IOV, boot persistence) "
+       "and\n"
+       "says exactly how to fix each problem. With --image, checks an image root's "
+       "configuration.\n\n"
     << preflightDescription()
     << "\nExit codes: 0 no check failed, 1 a check failed, 2 usage error.\n";
   return s.str();
@@ -270,7 +276,8 @@ std::string preflightHelp() {
 
 Result<PreflightOptions> parsePreflightOptions(const std::vector<std::string>& args) {
   auto desc = preflightDescription();
-  auto vm = parseWith([&] { return po::command_line_parser(args).options(desc).run(); }, "preflight");
+  auto vm =
+      parseWith([&] { return po::command_line_parser(args).options(desc).run(); }, "preflight");
   if (!vm) return vm.error();
   PreflightOptions o;
   if (vm->count("help")) {
@@ -312,7 +319,8 @@ Result<PreflightOptions> parsePreflightOptions(const std::vector<std::string>& a
   } else if (color == "never") {
     o.color = ColorChoice::kNever;
   } else {
-    return usageError("--color: '" + color + "' is not a choice", "use --color auto, always or never");
+    return usageError("--color: '" + color + "' is not a choice",
+                      "use --color auto, always or never");
   }
   return o;
 }
@@ -324,10 +332,10 @@ namespace hostprep {
 namespace {
 
 void addSelectionFlags(po::options_description& d) {
-  d.add_options()
-      ("devices", po::value<std::string>(), "only these GPUs, BDF,... (companions follow)")
-      ("gpu-ids", po::value<std::string>(), "select VVVV:DDDD,... instead of NVIDIA GPUs")
-      ("host-driver", po::value<std::string>(), "the datacenter driver (default nvidia)");
+  d.add_options()("devices", po::value<std::string>(),
+                  "only these GPUs, BDF,... (companions follow)")(
+      "gpu-ids", po::value<std::string>(), "select VVVV:DDDD,... instead of NVIDIA GPUs")(
+      "host-driver", po::value<std::string>(), "the datacenter driver (default nvidia)");
 }
 
 Status readSelectionFlags(const po::variables_map& vm, SelectionOverrides& o) {
@@ -354,7 +362,8 @@ Result<std::optional<Mode>> readModeFlag(const po::variables_map& vm) {
   const auto mode = vm["mode"].as<std::string>();
   auto m = parseMode(mode);
   if (!m) {
-    return usageError("--mode: '" + mode + "' is not a mode", "choose one of " + std::string(kModeChoices));
+    return usageError("--mode: '" + mode + "' is not a mode",
+                      "choose one of " + std::string(kModeChoices));
   }
   return std::optional<Mode>{*m};
 }
@@ -370,13 +379,15 @@ Status readConfigFlag(const po::variables_map& vm, std::string& path, bool& give
 
 po::options_description statusDescription() {
   po::options_description d("status options");
-  d.add_options()
-      ("write", po::value<std::string>()->implicit_value(""),
-       "write the document atomically to PATH under --root (default: the config's status path, "
-       "/run/hostprep/status.json)")
-      ("pci-ids", po::value<std::string>(), "read device names from FILE (default: the root's pci.ids)")
-      ("mode", po::value<std::string>(), "the desired mode (default: the config, else the last prepare)")
-      ("config", po::value<std::string>(), "the agent config under --root (default /etc/hostprep/config.yaml)");
+  d.add_options()(
+      "write", po::value<std::string>()->implicit_value(""),
+      "write the document atomically to PATH under --root (default: the config's status path, "
+      "/run/hostprep/status.json)")("pci-ids", po::value<std::string>(),
+                                    "read device names from FILE (default: the root's pci.ids)")(
+      "mode", po::value<std::string>(),
+      "the desired mode (default: the config, else the last prepare)")(
+      "config", po::value<std::string>(),
+      "the agent config under --root (default /etc/hostprep/config.yaml)");
   addSelectionFlags(d);
   d.add_options()("help,h", "show help");
   return d;
@@ -384,24 +395,23 @@ po::options_description statusDescription() {
 
 po::options_description agentDescription() {
   po::options_description d("agent options");
-  d.add_options()
-      ("config", po::value<std::string>(), "the config under --root (default /etc/hostprep/config.yaml)")
-      ("mode", po::value<std::string>(), "converge to this mode (overrides the config)")
-      ("reconcile", "move devices back when someone else moves them (default: only report)")
-      ("once", "converge, write the status and exit (the boot oneshot)")
-      ("lock-timeout", po::value<double>()->default_value(30), "seconds to wait for another run")
-      ("unbind-timeout", po::value<double>()->default_value(30),
-       "seconds a driver may take to let go of a device")
-      ("help,h", "show help");
+  d.add_options()("config", po::value<std::string>(),
+                  "the config under --root (default /etc/hostprep/config.yaml)")(
+      "mode", po::value<std::string>(), "converge to this mode (overrides the config)")(
+      "reconcile", "move devices back when someone else moves them (default: only report)")(
+      "once", "converge, write the status and exit (the boot oneshot)")(
+      "lock-timeout", po::value<double>()->default_value(30), "seconds to wait for another run")(
+      "unbind-timeout", po::value<double>()->default_value(30),
+      "seconds a driver may take to let go of a device")("help,h", "show help");
   return d;
 }
 
 po::options_description persistDescription() {
   po::options_description d("persist options");
-  d.add_options()
-      ("mode", po::value<std::string>(), "container | vm-passthrough | vm-vgpu (required)")
-      ("dry-run", "print what would be written and change nothing")
-      ("config", po::value<std::string>(), "take the selection from this config under --root");
+  d.add_options()("mode", po::value<std::string>(),
+                  "container | vm-passthrough | vm-vgpu (required)")(
+      "dry-run", "print what would be written and change nothing")(
+      "config", po::value<std::string>(), "take the selection from this config under --root");
   addSelectionFlags(d);
   d.add_options()("help,h", "show help");
   return d;
@@ -414,9 +424,11 @@ Result<std::string> parseHostFilePath(std::string_view option, std::string_view 
   for (auto part : split(text, '/')) dots = dots || part == "..";
   bool ctl = false;
   for (char c : text) ctl = ctl || static_cast<unsigned char>(c) < 0x20;
-  if (text.empty() || text.front() != '/' || text.back() == '/' || dots || ctl || text.size() > 4096) {
-    return usageError("--" + std::string(option) + ": '" + std::string(text) + "' is not an absolute file path",
-                      "write a path such as /run/hostprep/status.json (under --root), without '..'");
+  if (text.empty() || text.front() != '/' || text.back() == '/' || dots || ctl ||
+      text.size() > 4096) {
+    return usageError(
+        "--" + std::string(option) + ": '" + std::string(text) + "' is not an absolute file path",
+        "write a path such as /run/hostprep/status.json (under --root), without '..'");
   }
   return std::string(text);
 }
@@ -522,7 +534,8 @@ Result<PersistOptions> parsePersistOptions(const std::vector<std::string>& args)
   }
   auto m = readModeFlag(*vm);
   if (!m) return m.error();
-  if (!*m) return usageError("persist: --mode is required", "choose one of " + std::string(kModeChoices));
+  if (!*m)
+    return usageError("persist: --mode is required", "choose one of " + std::string(kModeChoices));
   o.mode = **m;
   o.dryRun = vm->count("dry-run") != 0;
   if (auto s = readConfigFlag(*vm, o.configPath, o.configGiven); !s) return s.error();
@@ -538,18 +551,16 @@ namespace hostprep {
 namespace {
 po::options_description checkNodeDescription() {
   po::options_description d("check-node options");
-  d.add_options()
-      ("cluster-policy", po::value<std::string>(),
-       "the GPU Operator ClusterPolicy (kubectl get clusterpolicies -o json)")
-      ("kubevirt", po::value<std::string>(), "the KubeVirt CR (kubectl get kubevirt -A -o json)")
-      ("vms", po::value<std::vector<std::string>>()->multitoken()->composing(),
-       "VirtualMachine / VirtualMachineInstance / Pod manifests (YAML or JSON, multi-document)")
-      ("status", po::value<std::vector<std::string>>()->multitoken()->composing(),
-       "hostprep status documents of the nodes (hostprep status --output json)")
-      ("vgpu-config", po::value<std::string>(),
-       "the vgpu-device-manager config (or its ConfigMap); default: the built-in profile table")
-      ("operands", "print the table of operands per mode and exit")
-      ("help,h", "show help");
+  d.add_options()("cluster-policy", po::value<std::string>(),
+                  "the GPU Operator ClusterPolicy (kubectl get clusterpolicies -o json)")(
+      "kubevirt", po::value<std::string>(), "the KubeVirt CR (kubectl get kubevirt -A -o json)")(
+      "vms", po::value<std::vector<std::string>>()->multitoken()->composing(),
+      "VirtualMachine / VirtualMachineInstance / Pod manifests (YAML or JSON, multi-document)")(
+      "status", po::value<std::vector<std::string>>()->multitoken()->composing(),
+      "hostprep status documents of the nodes (hostprep status --output json)")(
+      "vgpu-config", po::value<std::string>(),
+      "the vgpu-device-manager config (or its ConfigMap); default: the built-in profile table")(
+      "operands", "print the table of operands per mode and exit")("help,h", "show help");
   return d;
 }
 }  // namespace
@@ -560,9 +571,11 @@ std::string checkNodeHelp() {
        "                           [--vms FILE...] [--status FILE...] [--vgpu-config FILE]\n"
        "       hostprep check-node --operands\n\n"
        "Checks that each node's nvidia.com/gpu.workload.config label agrees with the resources it\n"
-       "advertises, the operator's deploy labels, vGPU counts, KubeVirt's permittedHostDevices and\n"
+       "advertises, the operator's deploy labels, vGPU counts, KubeVirt's permittedHostDevices "
+       "and\n"
        "what VMs and pods ask for. FILE is 'kubectl get nodes -o json' (or -o yaml, or one node);\n"
-       "'-' reads standard input. Exit 0 clean (warnings allowed), 1 an error finding, 2 unreadable\n"
+       "'-' reads standard input. Exit 0 clean (warnings allowed), 1 an error finding, 2 "
+       "unreadable\n"
        "or malformed input.\n\n"
     << checkNodeDescription();
   return s.str();
@@ -574,8 +587,9 @@ Result<CheckNodeOptions> parseCheckNodeOptions(const std::vector<std::string>& a
   all.add(desc).add_options()("files", po::value<std::vector<std::string>>()->composing(), "");
   po::positional_options_description pos;
   pos.add("files", -1);
-  auto vm = parseWith(
-      [&] { return po::command_line_parser(args).options(all).positional(pos).run(); }, "check-node");
+  auto vm =
+      parseWith([&] { return po::command_line_parser(args).options(all).positional(pos).run(); },
+                "check-node");
   if (!vm) return vm.error();
   CheckNodeOptions o;
   if (vm->count("help")) {
@@ -584,10 +598,12 @@ Result<CheckNodeOptions> parseCheckNodeOptions(const std::vector<std::string>& a
   }
   o.operands = vm->count("operands") != 0;
   auto list = [&](const char* name) {
-    return vm->count(name) ? (*vm)[name].as<std::vector<std::string>>() : std::vector<std::string>{};
+    return vm->count(name) ? (*vm)[name].as<std::vector<std::string>>()
+                           : std::vector<std::string>{};
   };
   auto one = [&](const char* name) {
-    return vm->count(name) ? std::optional<std::string>((*vm)[name].as<std::string>()) : std::nullopt;
+    return vm->count(name) ? std::optional<std::string>((*vm)[name].as<std::string>())
+                           : std::nullopt;
   };
   o.nodes = list("files");
   o.vms = list("vms");
@@ -597,19 +613,25 @@ Result<CheckNodeOptions> parseCheckNodeOptions(const std::vector<std::string>& a
   o.vgpuConfig = one("vgpu-config");
   if (o.operands) return o;
   if (o.nodes.empty()) {
-    return usageError("check-node: no node file given",
-                      "pass 'kubectl get nodes -o json > nodes.json' as FILE, or '-' for standard input");
+    return usageError(
+        "check-node: no node file given",
+        "pass 'kubectl get nodes -o json > nodes.json' as FILE, or '-' for standard input");
   }
   int stdinUses = 0;
-  for (const auto* v : {&o.nodes, &o.vms, &o.status}) stdinUses += static_cast<int>(std::count(v->begin(), v->end(), "-"));
-  for (const auto* v : {&o.clusterPolicy, &o.kubevirt, &o.vgpuConfig}) stdinUses += *v == std::optional<std::string>("-");
+  for (const auto* v : {&o.nodes, &o.vms, &o.status})
+    stdinUses += static_cast<int>(std::count(v->begin(), v->end(), "-"));
+  for (const auto* v : {&o.clusterPolicy, &o.kubevirt, &o.vgpuConfig})
+    stdinUses += *v == std::optional<std::string>("-");
   if (stdinUses > 1) {
-    return usageError("check-node: '-' (standard input) is given " + std::to_string(stdinUses) + " times",
-                      "only one input can come from standard input; write the others to files");
+    return usageError(
+        "check-node: '-' (standard input) is given " + std::to_string(stdinUses) + " times",
+        "only one input can come from standard input; write the others to files");
   }
   for (const auto* v : {&o.nodes, &o.vms, &o.status}) {
     for (const auto& f : *v) {
-      if (f.empty()) return usageError("check-node: an empty file name", "name a file, or '-' for standard input");
+      if (f.empty())
+        return usageError("check-node: an empty file name",
+                          "name a file, or '-' for standard input");
     }
   }
   return o;

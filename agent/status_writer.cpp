@@ -31,7 +31,8 @@ Status writeOne(Host& host, const std::string& path, const std::string& text) {
 std::optional<PreflightOutcome> preflightOutcome(const Host& host, const Snapshot& s, Mode mode,
                                                  const SelectionOptions& sel) {
   auto loader = makeKmodLoader(host, s.kernelRelease);
-  const PlatformFacts platform = readPlatform(host, s.kernelRelease, *loader, preflightModules(sel.hostDriver));
+  const PlatformFacts platform =
+      readPlatform(host, s.kernelRelease, *loader, preflightModules(sel.hostDriver));
   const BootConfig boot = readBootConfig(host);
   auto r = preflightHost(HostFacts{&s, {}, platform, boot, s.cmdlineText}, {mode, sel});
   if (!r) return std::nullopt;
@@ -55,7 +56,8 @@ std::pair<std::optional<Mode>, std::string> desiredMode(const Host& host, const 
 
 Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusRequest& r) {
   auto o = std::make_unique<Observation>();
-  auto snap = r.previous ? refreshSnapshot(host, r.previous->snapshot, r.changed) : readSnapshot(host);
+  auto snap =
+      r.previous ? refreshSnapshot(host, r.previous->snapshot, r.changed) : readSnapshot(host);
   if (!snap) return snap.error();
   o->snapshot = std::move(*snap);
   o->vgpu = readVgpuState(host, o->snapshot);

@@ -27,9 +27,9 @@ struct StaticInputs {
 struct Observation;
 
 struct StatusRequest {
-  AgentConfig config;                     // selection, host driver, output paths, mode
-  std::optional<Mode> modeOverride;       // --mode wins over the config
-  std::optional<std::string> pciIds;      // --pci-ids text; nullopt: the root's own pci.ids
+  AgentConfig config;                 // selection, host driver, output paths, mode
+  std::optional<Mode> modeOverride;   // --mode wins over the config
+  std::optional<std::string> pciIds;  // --pci-ids text; nullopt: the root's own pci.ids
   std::optional<std::string> convergeError;
   std::time_t now = 0;
   // The PreflightPassed condition. Unset: run preflight's host checks for the desired mode now.

@@ -18,38 +18,52 @@ using nlohmann::json;
 
 std::string_view toString(Severity s) {
   switch (s) {
-    case Severity::kInfo: return "info";
-    case Severity::kWarning: return "warning";
-    case Severity::kError: return "error";
+    case Severity::kInfo:
+      return "info";
+    case Severity::kWarning:
+      return "warning";
+    case Severity::kError:
+      return "error";
   }
   return "error";
 }
 
 std::string_view toString(ResourceKind k) {
   switch (k) {
-    case ResourceKind::kContainer: return "container";
-    case ResourceKind::kPassthrough: return "passthrough";
-    case ResourceKind::kVgpu: return "vgpu";
-    case ResourceKind::kOther: return "other";
+    case ResourceKind::kContainer:
+      return "container";
+    case ResourceKind::kPassthrough:
+      return "passthrough";
+    case ResourceKind::kVgpu:
+      return "vgpu";
+    case ResourceKind::kOther:
+      return "other";
   }
   return "other";
 }
 
 std::string_view toString(ModeSource s) {
   switch (s) {
-    case ModeSource::kLabel: return "label";
-    case ModeSource::kDefault: return "default";
-    case ModeSource::kInvalidLabel: return "invalid-label";
-    case ModeSource::kSandboxDisabled: return "sandbox-disabled";
+    case ModeSource::kLabel:
+      return "label";
+    case ModeSource::kDefault:
+      return "default";
+    case ModeSource::kInvalidLabel:
+      return "invalid-label";
+    case ModeSource::kSandboxDisabled:
+      return "sandbox-disabled";
   }
   return "default";
 }
 
 ResourceKind kindOfMode(Mode m) {
   switch (m) {
-    case Mode::kContainer: return ResourceKind::kContainer;
-    case Mode::kVmPassthrough: return ResourceKind::kPassthrough;
-    case Mode::kVmVgpu: return ResourceKind::kVgpu;
+    case Mode::kContainer:
+      return ResourceKind::kContainer;
+    case Mode::kVmPassthrough:
+      return ResourceKind::kPassthrough;
+    case Mode::kVmVgpu:
+      return ResourceKind::kVgpu;
   }
   return ResourceKind::kContainer;
 }
@@ -108,7 +122,8 @@ ResourceKind classifyResource(std::string_view name) {
     return isVgpuTypeName(stripVendorPrefix(s)) ? ResourceKind::kVgpu : ResourceKind::kOther;
   }
   if (rawDeviceId(name)) return ResourceKind::kPassthrough;
-  bool pciName = std::all_of(s.begin(), s.end(), [](char c) { return isUpperAlnum(c) || c == '_' || c == '.'; });
+  bool pciName = std::all_of(s.begin(), s.end(),
+                             [](char c) { return isUpperAlnum(c) || c == '_' || c == '.'; });
   return pciName ? ResourceKind::kPassthrough : ResourceKind::kOther;
 }
 
@@ -126,8 +141,10 @@ std::optional<int64_t> parseCount(const json& v) {
   if (!v.is_string()) return std::nullopt;
   std::string_view s = trim(v.get_ref<const std::string&>());
   int64_t mul = 1;
-  if (endsWith(s, "k")) mul = 1000, s.remove_suffix(1);
-  else if (endsWith(s, "M")) mul = 1000'000, s.remove_suffix(1);
+  if (endsWith(s, "k"))
+    mul = 1000, s.remove_suffix(1);
+  else if (endsWith(s, "M"))
+    mul = 1000'000, s.remove_suffix(1);
   auto n = parseUnsigned(s);
   if (!n || *n > (uint64_t{1} << 40)) return std::nullopt;
   return static_cast<int64_t>(*n) * mul;
@@ -169,7 +186,8 @@ std::string plural(int64_t n, std::string_view one, std::string_view many) {
 
 // "a, b, c and 4 more"
 std::string nameList(const std::vector<std::string>& names, size_t max = 3) {
-  std::vector<std::string> shown(names.begin(), names.begin() + static_cast<long>(std::min(max, names.size())));
+  std::vector<std::string> shown(names.begin(),
+                                 names.begin() + static_cast<long>(std::min(max, names.size())));
   std::string s = join(shown, ", ");
   if (names.size() > max) s += " and " + std::to_string(names.size() - max) + " more";
   return s;
@@ -204,7 +222,8 @@ Result<Policy> readPolicy(const std::optional<Document>& doc, std::vector<Findin
   p.view.given = true;
   p.view.source = doc->source;
   p.view.sandboxEnabled = false;  // the operator's default
-  if (const json* n = at(*cp, {"metadata", "name"}); n && n->is_string()) p.name = n->get<std::string>();
+  if (const json* n = at(*cp, {"metadata", "name"}); n && n->is_string())
+    p.name = n->get<std::string>();
   const json* sw = at(*cp, {"spec", "sandboxWorkloads"});
   if (sw && sw->is_object()) {
     if (const json* e = at(*sw, {"enabled"})) {
@@ -217,8 +236,8 @@ Result<Policy> readPolicy(const std::optional<Document>& doc, std::vector<Findin
         p.view.defaultWorkload = *m;
       } else {
         cluster.push_back({"cluster-policy-default-invalid", Severity::kError, "", "", doc->source,
-                           "ClusterPolicy " + p.name + " has sandboxWorkloads.defaultWorkload '" + t +
-                               "', which is not a mode; the operator falls back to container",
+                           "ClusterPolicy " + p.name + " has sandboxWorkloads.defaultWorkload '" +
+                               t + "', which is not a mode; the operator falls back to container",
                            "set it to one of " + std::string(kModeChoices)});
       }
     }
@@ -232,9 +251,9 @@ struct StatusView {
   std::optional<std::string> actualMode;
   bool hasAdvertised = false;
   std::vector<std::pair<std::string, int64_t>> advertised;
-  std::optional<int> gpus;                           // devices with role "gpu"
-  std::vector<uint16_t> gpuDeviceIds;                // NVIDIA device ids of those GPUs
-  std::map<std::string, uint16_t> resourceDevice;    // from a device's "resource" field
+  std::optional<int> gpus;                         // devices with role "gpu"
+  std::vector<uint16_t> gpuDeviceIds;              // NVIDIA device ids of those GPUs
+  std::map<std::string, uint16_t> resourceDevice;  // from a device's "resource" field
   bool used = false;
 };
 
@@ -251,7 +270,8 @@ Result<std::vector<StatusView>> readStatuses(const std::vector<Document>& docs) 
   for (const auto& d : expandLists(docs)) {
     std::vector<std::pair<std::string, const json*>> objs;
     if (d.body.is_array()) {
-      for (size_t i = 0; i < d.body.size(); ++i) objs.emplace_back(d.source + " [" + std::to_string(i) + "]", &d.body[i]);
+      for (size_t i = 0; i < d.body.size(); ++i)
+        objs.emplace_back(d.source + " [" + std::to_string(i) + "]", &d.body[i]);
     } else {
       objs.emplace_back(d.source, &d.body);
     }
@@ -270,8 +290,9 @@ Result<std::vector<StatusView>> readStatuses(const std::vector<Document>& docs) 
         for (const auto& [name, n] : adv->items()) {
           auto c = parseCount(n);
           if (!c) {
-            return usageError(source + ": advertised." + name + ": '" + n.dump() + "' is not a count",
-                              "pass the file written by 'hostprep status --output json'");
+            return usageError(
+                source + ": advertised." + name + ": '" + n.dump() + "' is not a count",
+                "pass the file written by 'hostprep status --output json'");
           }
           s.advertised.emplace_back(name, *c);
         }
@@ -324,16 +345,20 @@ struct KubeVirtView {
   HostDeviceEntry* find(std::string_view resource) {
     return const_cast<HostDeviceEntry*>(std::as_const(*this).find(resource));
   }
-  bool gate(std::string_view g) const { return std::find(gates.begin(), gates.end(), g) != gates.end(); }
+  bool gate(std::string_view g) const {
+    return std::find(gates.begin(), gates.end(), g) != gates.end();
+  }
 };
 
 Result<std::optional<KubeVirtView>> readKubeVirt(const std::optional<Document>& doc) {
   if (!doc) return std::optional<KubeVirtView>();
   const json* kv = &doc->body;
   if (const json* items = at(*kv, {"items"}); items && items->is_array()) {
-    auto it = std::find_if(items->begin(), items->end(), [](const json& i) { return kindOf(i) == "KubeVirt"; });
+    auto it = std::find_if(items->begin(), items->end(),
+                           [](const json& i) { return kindOf(i) == "KubeVirt"; });
     if (it == items->end()) {
-      return usageError(doc->source + ": no KubeVirt in the list", "pass 'kubectl get kubevirt -A -o json'");
+      return usageError(doc->source + ": no KubeVirt in the list",
+                        "pass 'kubectl get kubevirt -A -o json'");
     }
     kv = &*it;
   }
@@ -384,7 +409,8 @@ Result<std::vector<NodeDoc>> collectNodes(const std::vector<Document>& docs) {
   auto take = [&](const json& item, std::string source) -> Status {
     auto kind = kindOf(item);
     if (!item.is_object() || (!kind.empty() && kind != "Node")) {
-      return usageError(source + ": " + (kind.empty() ? std::string("not an object") : "a " + kind) +
+      return usageError(source + ": " +
+                            (kind.empty() ? std::string("not an object") : "a " + kind) +
                             ", not a Node",
                         "pass 'kubectl get nodes -o json' or 'kubectl get node NAME -o json'");
     }
@@ -401,7 +427,8 @@ Result<std::vector<NodeDoc>> collectNodes(const std::vector<Document>& docs) {
     if (items && items->is_array()) {
       out.reserve(out.size() + items->size());
       for (size_t i = 0; i < items->size(); ++i) {
-        if (auto s = take((*items)[i], d.source + " (item " + std::to_string(i + 1) + ")"); !s) return s.error();
+        if (auto s = take((*items)[i], d.source + " (item " + std::to_string(i + 1) + ")"); !s)
+          return s.error();
       }
     } else if (auto s = take(d.body, d.source); !s) {
       return s.error();
@@ -435,7 +462,8 @@ void addResources(NodeResult& n, const json* obj, bool capacity, std::vector<Fin
                          scalarText(value).value_or(value.dump()) + "', not a whole count",
                      "pass 'kubectl get node -o json' unchanged"});
     }
-    auto r = std::find_if(n.resources.begin(), n.resources.end(), [&](const ResourceCount& x) { return x.name == key; });
+    auto r = std::find_if(n.resources.begin(), n.resources.end(),
+                          [&](const ResourceCount& x) { return x.name == key; });
     if (r == n.resources.end()) {
       n.resources.push_back(ResourceCount{key, classifyResource(key), std::nullopt, std::nullopt});
       r = n.resources.end() - 1;
@@ -445,14 +473,20 @@ void addResources(NodeResult& n, const json* obj, bool capacity, std::vector<Fin
 }
 
 int64_t shown(const ResourceCount& r) { return r.capacity.value_or(r.allocatable.value_or(0)); }
-bool advertised(const ResourceCount& r) { return r.capacity.value_or(0) > 0 || r.allocatable.value_or(0) > 0; }
+bool advertised(const ResourceCount& r) {
+  return r.capacity.value_or(0) > 0 || r.allocatable.value_or(0) > 0;
+}
 
 std::string_view kindWord(ResourceKind k) {
   switch (k) {
-    case ResourceKind::kContainer: return "container";
-    case ResourceKind::kPassthrough: return "passthrough";
-    case ResourceKind::kVgpu: return "vGPU";
-    case ResourceKind::kOther: return "other";
+    case ResourceKind::kContainer:
+      return "container";
+    case ResourceKind::kPassthrough:
+      return "passthrough";
+    case ResourceKind::kVgpu:
+      return "vGPU";
+    case ResourceKind::kOther:
+      return "other";
   }
   return "other";
 }
@@ -482,7 +516,8 @@ struct Checker {
 
   void add(NodeResult& n, std::string id, Severity s, std::string message, std::string fix,
            std::string resource = {}) {
-    n.findings.push_back({std::move(id), s, n.name, std::move(resource), "", std::move(message), std::move(fix)});
+    n.findings.push_back(
+        {std::move(id), s, n.name, std::move(resource), "", std::move(message), std::move(fix)});
   }
   void addCluster(std::string id, Severity s, std::string subject, std::string message,
                   std::string fix, std::string resource = {}) {
@@ -504,12 +539,15 @@ struct Checker {
       n.modeSource = ModeSource::kSandboxDisabled;
       if (n.label && *n.label != "container") {
         add(n, "workload-label-ignored", Severity::kError,
-            "label " + std::string(kWorkloadLabel) + "=" + *n.label + " is ignored: " + policyRef() +
+            "label " + std::string(kWorkloadLabel) + "=" + *n.label +
+                " is ignored: " + policyRef() +
                 " has sandboxWorkloads.enabled=false, so the operator prepares every node for "
                 "containers and never reads the label (no event, no warning)",
             "set spec.sandboxWorkloads.enabled: true in the ClusterPolicy (kubectl patch "
-            "clusterpolicy/" + policy.name +
-                " --type merge -p '{\"spec\":{\"sandboxWorkloads\":{\"enabled\":true}}}'), or remove "
+            "clusterpolicy/" +
+                policy.name +
+                " --type merge -p '{\"spec\":{\"sandboxWorkloads\":{\"enabled\":true}}}'), or "
+                "remove "
                 "the label if this node is meant for containers");
       }
       return;
@@ -545,7 +583,8 @@ struct Checker {
     if (!l) return;
     if (labels.get(kDeployOperandsLabel) == std::optional<std::string>("false")) {
       add(n, "deploy-operands-disabled", Severity::kInfo,
-          std::string(kDeployOperandsLabel) + "=false: the operator deploys no operand on this node",
+          std::string(kDeployOperandsLabel) +
+              "=false: the operator deploys no operand on this node",
           "remove the label if the operator should manage this node");
       return;
     }
@@ -573,9 +612,11 @@ struct Checker {
     const std::string mode(toString(n.mode));
     if (!conflicting.empty()) {
       add(n, "deploy-label-conflict", Severity::kError,
-          "operand labels of another mode are set on this " + mode + " node: " + join(conflicting, ", ") +
+          "operand labels of another mode are set on this " + mode +
+              " node: " + join(conflicting, ", ") +
               "; their operands fight over the GPUs with the " + mode + " ones",
-          "the operator rewrites these labels from the workload label: check it reconciled the node "
+          "the operator rewrites these labels from the workload label: check it reconciled the "
+          "node "
           "(operator logs); see 'hostprep check-node --operands' for the operands of each mode");
     }
     if (!missing.empty()) {
@@ -611,22 +652,28 @@ struct Checker {
       }
       std::string fix;
       if (r.kind == ResourceKind::kContainer) {
-        fix = "the container device plugin still runs or the datacenter driver still holds the "
-              "GPUs: check the operator relabelled the node (nvidia.com/gpu.deploy.device-plugin "
-              "gone)";
+        fix =
+            "the container device plugin still runs or the datacenter driver still holds the "
+            "GPUs: check the operator relabelled the node (nvidia.com/gpu.deploy.device-plugin "
+            "gone)";
         if (!policy.view.given) {
-          fix += " and that the ClusterPolicy has sandboxWorkloads.enabled=true (with it false the "
-                 "label is ignored and this is exactly what you see)";
+          fix +=
+              " and that the ClusterPolicy has sandboxWorkloads.enabled=true (with it false the "
+              "label is ignored and this is exactly what you see)";
         }
-        fix += "; then run 'hostprep prepare --mode " + mode + "' on the node and restart the "
+        fix += "; then run 'hostprep prepare --mode " + mode +
+               "' on the node and restart the "
                "sandbox device plugin";
       } else if (n.mode == Mode::kContainer) {
-        fix = "the sandbox device plugin still runs or the kubelet keeps its registration: check "
-              "nvidia.com/gpu.deploy.sandbox-device-plugin is gone, run 'hostprep prepare --mode "
-              "container' on the node, then restart the kubelet's device plugins";
+        fix =
+            "the sandbox device plugin still runs or the kubelet keeps its registration: check "
+            "nvidia.com/gpu.deploy.sandbox-device-plugin is gone, run 'hostprep prepare --mode "
+            "container' on the node, then restart the kubelet's device plugins";
       } else {
-        fix = "the node still shows the other sandbox mode's resource: run 'hostprep prepare --mode " +
-              mode + "' on the node and restart the sandbox device plugin (it scans only at start)";
+        fix =
+            "the node still shows the other sandbox mode's resource: run 'hostprep prepare "
+            "--mode " +
+            mode + "' on the node and restart the sandbox device plugin (it scans only at start)";
       }
       add(n, "resource-wrong-kind", Severity::kError,
           "advertises " + r.name + " (" + std::to_string(shown(r)) + "), a " +
@@ -638,8 +685,10 @@ struct Checker {
       std::vector<std::string> ks;
       for (auto k : kinds) ks.emplace_back(kindWord(k));
       add(n, "mixed-resource-kinds", Severity::kError,
-          "advertises " + join(ks, " and ") + " resources at once: one node runs one kind of GPU "
-          "workload only (vfio-pci or the vGPU manager takes every GPU from the datacenter driver)",
+          "advertises " + join(ks, " and ") +
+              " resources at once: one node runs one kind of GPU "
+              "workload only (vfio-pci or the vGPU manager takes every GPU from the datacenter "
+              "driver)",
           "choose one mode for the whole node; run 'hostprep prepare --mode " + mode +
               "' and restart the device plugins");
     }
@@ -652,7 +701,8 @@ struct Checker {
       static const char* kWhy[] = {
           "no nvidia.com/gpu in the node's capacity: the device plugin is not running or found no "
           "GPU on the nvidia driver",
-          "no passthrough resource (nvidia.com/<PCI device name>): the sandbox device plugin is not "
+          "no passthrough resource (nvidia.com/<PCI device name>): the sandbox device plugin is "
+          "not "
           "running, or no GPU is bound to vfio-pci",
           "no vGPU type resource (nvidia.com/NVIDIA_<type>): no vGPU device was created, or the "
           "sandbox device plugin started before they existed"};
@@ -668,15 +718,18 @@ struct Checker {
       if (alloc == 0) {
         add(n, "allocatable-zero", Severity::kError,
             r->name + " has 0 allocatable" +
-                (cap > 0 ? " out of " + std::to_string(cap) + " in capacity: every device is "
+                (cap > 0
+                     ? " out of " + std::to_string(cap) +
+                           " in capacity: every device is "
                            "unhealthy or was taken away from the plugin"
-                         : ": the plugin is up but found no device (" +
-                               std::string(n.mode == Mode::kVmPassthrough ? "no GPU bound to vfio-pci"
-                                           : n.mode == Mode::kVmVgpu     ? "no vGPU device created"
-                                                                         : "no GPU on the nvidia driver") +
-                               ")"),
-            "run 'hostprep prepare --mode " + mode + "' on the node and restart the device plugin "
-            "there; it counts devices when it starts",
+                     : ": the plugin is up but found no device (" +
+                           std::string(n.mode == Mode::kVmPassthrough ? "no GPU bound to vfio-pci"
+                                       : n.mode == Mode::kVmVgpu      ? "no vGPU device created"
+                                                                 : "no GPU on the nvidia driver") +
+                           ")"),
+            "run 'hostprep prepare --mode " + mode +
+                "' on the node and restart the device plugin "
+                "there; it counts devices when it starts",
             r->name);
       } else if (r->capacity && cap != alloc) {
         add(n, "capacity-allocatable-mismatch", Severity::kWarning,
@@ -691,9 +744,11 @@ struct Checker {
       }
       if (rawDeviceId(r->name)) {
         add(n, "resource-raw-device-id", Severity::kWarning,
-            r->name + " is a raw PCI device id: the host's pci.ids does not know this GPU, and the "
-            "name will change when pci.ids is updated",
-            "update pci.ids on the host (update-pciids, or the hwdata package), restart the sandbox "
+            r->name +
+                " is a raw PCI device id: the host's pci.ids does not know this GPU, and the "
+                "name will change when pci.ids is updated",
+            "update pci.ids on the host (update-pciids, or the hwdata package), restart the "
+            "sandbox "
             "device plugin, and ask for the new name in the VM manifests",
             r->name);
       }
@@ -711,8 +766,10 @@ struct Checker {
           "and restart the sandbox device plugin");
     }
     if (n.mode == Mode::kContainer) {
-      auto gpu = std::find_if(mine.begin(), mine.end(), [](const ResourceCount* r) { return r->name == kContainerResource; });
-      bool mig = std::any_of(mine.begin(), mine.end(), [](const ResourceCount* r) { return r->name != kContainerResource; });
+      auto gpu = std::find_if(mine.begin(), mine.end(),
+                              [](const ResourceCount* r) { return r->name == kContainerResource; });
+      bool mig = std::any_of(mine.begin(), mine.end(),
+                             [](const ResourceCount* r) { return r->name != kContainerResource; });
       if (gpu != mine.end() && !mig && !migSingle) {
         int64_t replicas = replicasLabel.value_or(1);
         if (shown(**gpu) < *n.gpus * replicas) {
@@ -742,13 +799,15 @@ struct Checker {
     const std::string config = label.value_or("default");
     if (state == std::optional<std::string>("failed")) {
       add(n, "vgpu-config-failed", Severity::kError,
-          std::string(kVgpuStateLabel) + "=failed: the vgpu-device-manager could not apply '" + config + "'",
+          std::string(kVgpuStateLabel) + "=failed: the vgpu-device-manager could not apply '" +
+              config + "'",
           "read the nvidia-vgpu-device-manager log on the node; on Ampere and newer enable SR-IOV "
           "VFs first (hostprep prepare --mode vm-vgpu)");
     } else if (state == std::optional<std::string>("pending")) {
       add(n, "vgpu-config-pending", Severity::kWarning,
-          std::string(kVgpuStateLabel) + "=pending: '" + config + "' is still being applied; the "
-          "counts below may be in flux",
+          std::string(kVgpuStateLabel) + "=pending: '" + config +
+              "' is still being applied; the "
+              "counts below may be in flux",
           "wait, then run check-node again");
     }
 
@@ -764,21 +823,24 @@ struct Checker {
     bool assumedFilter = false;
     const std::string gpusText = n.gpus ? " × " + plural(*n.gpus, "GPU", "GPUs") : std::string();
     auto perGpu = [&](const std::string& type, int64_t count, const std::string& from) {
-      auto it = std::find_if(want.begin(), want.end(), [&](const Expected& e) { return e.type == type; });
+      auto it =
+          std::find_if(want.begin(), want.end(), [&](const Expected& e) { return e.type == type; });
       if (it == want.end()) {
         want.push_back({type, n.gpus ? std::optional<int64_t>(0) : std::nullopt, ""});
         it = want.end() - 1;
       }
       if (it->total && n.gpus) *it->total += count * *n.gpus;
-      it->why += (it->why.empty() ? "" : " + ") + std::to_string(count) + " per GPU" + gpusText + ", " + from;
+      it->why += (it->why.empty() ? "" : " + ") + std::to_string(count) + " per GPU" + gpusText +
+                 ", " + from;
     };
     const std::vector<uint16_t> ids = st ? st->gpuDeviceIds : std::vector<uint16_t>{};
     if (in.vgpuConfigs) {
       const auto* entries = in.vgpuConfigs->find(config);
       if (!entries) {
         add(n, "vgpu-config-unknown", Severity::kError,
-            std::string(kVgpuConfigLabel) + "=" + config + " names no config in --vgpu-config: the "
-            "vgpu-device-manager cannot apply it",
+            std::string(kVgpuConfigLabel) + "=" + config +
+                " names no config in --vgpu-config: the "
+                "vgpu-device-manager cannot apply it",
             "use one of the names under vgpu-configs, or add '" + config + "' to the ConfigMap");
         return;
       }
@@ -786,11 +848,13 @@ struct Checker {
         int64_t gpusMatching = n.gpus.value_or(0);
         if (!e.filters.empty()) {
           if (!ids.empty()) {
-            // The node's labels give device ids, not subsystems: a filter's subsystem is not judged.
+            // The node's labels give device ids, not subsystems: a filter's subsystem is not
+            // judged.
             gpusMatching = std::count_if(ids.begin(), ids.end(), [&](uint16_t id) {
-              return std::any_of(e.filters.begin(), e.filters.end(), [&](const VgpuDeviceFilter& f) {
-                return f.device.device == id && f.device.vendor == kNvidiaVendor;
-              });
+              return std::any_of(e.filters.begin(), e.filters.end(),
+                                 [&](const VgpuDeviceFilter& f) {
+                                   return f.device.device == id && f.device.vendor == kNvidiaVendor;
+                                 });
             });
             if (gpusMatching == 0) continue;
           } else {
@@ -809,15 +873,19 @@ struct Checker {
           } else {
             // Explicit GPU indices: the count is per listed GPU, not per node GPU.
             int64_t listed = static_cast<int64_t>(e.devices->size());
-            if (n.gpus) listed = std::count_if(e.devices->begin(), e.devices->end(), [&](int i) { return i < *n.gpus; });
-            auto w = std::find_if(want.begin(), want.end(), [&](const Expected& x) { return x.type == type; });
+            if (n.gpus)
+              listed = std::count_if(e.devices->begin(), e.devices->end(),
+                                     [&](int i) { return i < *n.gpus; });
+            auto w = std::find_if(want.begin(), want.end(),
+                                  [&](const Expected& x) { return x.type == type; });
             if (w == want.end()) {
               want.push_back({type, 0, ""});
               w = want.end() - 1;
             }
             if (w->total) *w->total += count * listed;
             w->why += (w->why.empty() ? "" : " + ") + std::to_string(count) + " per GPU × " +
-                      plural(listed, "listed GPU", "listed GPUs") + ", config '" + config + "' in --vgpu-config";
+                      plural(listed, "listed GPU", "listed GPUs") + ", config '" + config +
+                      "' in --vgpu-config";
           }
         }
         (void)gpusMatching;
@@ -826,7 +894,8 @@ struct Checker {
       std::vector<VgpuDefault> defaults;
       if (!ids.empty()) {
         for (uint16_t id : std::set<uint16_t>(ids.begin(), ids.end())) {
-          for (const auto& d : vgpuProfiles().defaultsFor({kNvidiaVendor, id})) defaults.push_back(d);
+          for (const auto& d : vgpuProfiles().defaultsFor({kNvidiaVendor, id}))
+            defaults.push_back(d);
         }
       } else {
         for (const auto& d : vgpuProfiles().defaults) {
@@ -841,7 +910,8 @@ struct Checker {
     } else if (auto max = vgpuProfiles().maxInstances(config)) {
       perGpu(config, *max, "built-in profile table");
     } else {
-      unknown = "'" + config + "' is neither a vGPU type in the built-in profile table nor 'default'";
+      unknown =
+          "'" + config + "' is neither a vGPU type in the built-in profile table nor 'default'";
     }
     if (unknown) {
       add(n, "vgpu-config-unverified", Severity::kWarning,
@@ -861,7 +931,8 @@ struct Checker {
     std::vector<std::string> extra, absent;
     for (const auto& [haveType, r] : have) {
       const std::string& type = haveType;
-      if (std::none_of(want.begin(), want.end(), [&](const Expected& e) { return e.type == type; })) {
+      if (std::none_of(want.begin(), want.end(),
+                       [&](const Expected& e) { return e.type == type; })) {
         extra.push_back(r->name + " (" + std::to_string(shown(*r)) + ")");
       }
     }
@@ -874,10 +945,14 @@ struct Checker {
       add(n, "vgpu-type-mismatch", Severity::kError,
           std::string(kVgpuConfigLabel) + "=" + config + " asks for " + join(wanted, ", ") +
               (extra.empty() ? std::string() : ", but the node advertises " + join(extra, ", ")) +
-              (absent.empty() ? std::string() : (extra.empty() ? ", but " : "; ") + join(absent, ", ") + " not advertised"),
+              (absent.empty()
+                   ? std::string()
+                   : (extra.empty() ? ", but " : "; ") + join(absent, ", ") + " not advertised"),
           "the devices were created for another config, or the sandbox device plugin still shows "
-          "the old ones: check " + std::string(kVgpuStateLabel) + " and restart the sandbox device "
-          "plugin on the node");
+          "the old ones: check " +
+              std::string(kVgpuStateLabel) +
+              " and restart the sandbox device "
+              "plugin on the node");
     }
     // Counts.
     bool countUnknown = false;
@@ -895,10 +970,13 @@ struct Checker {
                 std::string(kVgpuConfigLabel) + "=" + config + " on " +
                 plural(*n.gpus, "GPU", "GPUs") + " must give " + std::to_string(*e.total) + " (" +
                 e.why + ")",
-            "check " + std::string(kVgpuStateLabel) + " and the vgpu-device-manager log; on Ampere "
-            "and newer each vGPU needs its own SR-IOV VF (hostprep prepare --mode vm-vgpu enables "
-            "them); the sandbox device plugin counts devices only when it starts, so restart it "
-            "after the devices exist",
+            "check " + std::string(kVgpuStateLabel) +
+                " and the vgpu-device-manager log; on Ampere "
+                "and newer each vGPU needs its own SR-IOV VF (hostprep prepare --mode vm-vgpu "
+                "enables "
+                "them); the sandbox device plugin counts devices only when it starts, so restart "
+                "it "
+                "after the devices exist",
             h->second->name);
       }
     }
@@ -914,9 +992,10 @@ struct Checker {
   void checkStatus(NodeResult& n, const StatusView& st) {
     if (st.actualMode && parseMode(*st.actualMode) && *parseMode(*st.actualMode) != n.mode) {
       add(n, "status-mode-mismatch", Severity::kError,
-          "the host is prepared for " + *st.actualMode + " (" + st.source + ") but the cluster "
-          "treats the node as " + std::string(toString(n.mode)) + " (" +
-              std::string(toString(n.modeSource)) + ")",
+          "the host is prepared for " + *st.actualMode + " (" + st.source +
+              ") but the cluster "
+              "treats the node as " +
+              std::string(toString(n.mode)) + " (" + std::string(toString(n.modeSource)) + ")",
           "make the label and the host agree: relabel the node, or run 'hostprep prepare --mode " +
               std::string(toString(n.mode)) + "' on it");
     }
@@ -928,11 +1007,12 @@ struct Checker {
     }
     for (const auto& [name, c] : cmp) {
       if (c.first == c.second) continue;
-      std::string fix = c.first > c.second
-                            ? "the device plugin has not counted what the host prepared: restart it "
-                              "on the node (the sandbox device plugin scans only at start)"
-                            : "the node shows devices the host no longer has for this mode (a stale "
-                              "plugin registration): restart the device plugin on the node";
+      std::string fix =
+          c.first > c.second
+              ? "the device plugin has not counted what the host prepared: restart it "
+                "on the node (the sandbox device plugin scans only at start)"
+              : "the node shows devices the host no longer has for this mode (a stale "
+                "plugin registration): restart the device plugin on the node";
       add(n, "status-advertised-mismatch", Severity::kError,
           "the host expects " + std::to_string(c.first) + " × " + name + " (" + st.source +
               ") but the node shows " + std::to_string(c.second) + " allocatable",
@@ -948,7 +1028,9 @@ struct Checker {
     for (auto& n : report.nodes) {
       const StatusView* st = statusFor(n.name);
       for (const auto& r : n.resources) {
-        if ((r.kind != ResourceKind::kPassthrough && r.kind != ResourceKind::kVgpu) || !advertised(r)) continue;
+        if ((r.kind != ResourceKind::kPassthrough && r.kind != ResourceKind::kVgpu) ||
+            !advertised(r))
+          continue;
         anySandbox = true;
         anyVgpu = anyVgpu || r.kind == ResourceKind::kVgpu;
         const bool mediated = r.kind == ResourceKind::kVgpu;
@@ -958,35 +1040,42 @@ struct Checker {
           add(n, "kubevirt-not-permitted", Severity::kError,
               r.name + " is advertised but not in the KubeVirt CR's permittedHostDevices." + list +
                   " (" + kv.source + "): VMs asking for it are rejected",
-              mediated ? "add {mdevNameSelector: \"" + spaced(r.name) + "\", resourceName: " + r.name +
-                             ", externalResourceProvider: true} under spec.configuration."
-                             "permittedHostDevices.mediatedDevices"
-                       : "add {pciVendorSelector: \"10DE:<device id>\", resourceName: " + r.name +
-                             ", externalResourceProvider: true} under spec.configuration."
-                             "permittedHostDevices.pciHostDevices",
+              mediated
+                  ? "add {mdevNameSelector: \"" + spaced(r.name) + "\", resourceName: " + r.name +
+                        ", externalResourceProvider: true} under spec.configuration."
+                        "permittedHostDevices.mediatedDevices"
+                  : "add {pciVendorSelector: \"10DE:<device id>\", resourceName: " + r.name +
+                        ", externalResourceProvider: true} under spec.configuration."
+                        "permittedHostDevices.pciHostDevices",
               r.name);
           continue;
         }
         e->advertised = true;
         if (e->mediated != mediated) {
           add(n, "kubevirt-wrong-list", Severity::kError,
-              r.name + " is a " + std::string(kindWord(r.kind)) + " resource but KubeVirt lists it under " +
+              r.name + " is a " + std::string(kindWord(r.kind)) +
+                  " resource but KubeVirt lists it under " +
                   (e->mediated ? "mediatedDevices" : "pciHostDevices"),
               std::string("move the entry to permittedHostDevices.") + list, r.name);
           continue;
         }
         if (!e->external) {
           add(n, "kubevirt-not-external", Severity::kError,
-              "KubeVirt permits " + r.name + " (" + list + ") without externalResourceProvider: "
-              "true: KubeVirt runs its own device plugin for it, which competes with the sandbox "
-              "device plugin for the same resource name",
-              "set externalResourceProvider: true on the " + r.name + " entry in " + kv.source, r.name);
+              "KubeVirt permits " + r.name + " (" + list +
+                  ") without externalResourceProvider: "
+                  "true: KubeVirt runs its own device plugin for it, which competes with the "
+                  "sandbox "
+                  "device plugin for the same resource name",
+              "set externalResourceProvider: true on the " + r.name + " entry in " + kv.source,
+              r.name);
         }
         if (mediated) {
           if (!e->selector || underscored(*e->selector) != r.name.substr(kResourcePrefix.size())) {
             add(n, "kubevirt-selector-mismatch", Severity::kError,
-                "mdevNameSelector " + (e->selector ? "'" + *e->selector + "'" : std::string("(missing)")) +
-                    " does not match " + r.name + ": the mdev type name is '" + spaced(r.name) + "'",
+                "mdevNameSelector " +
+                    (e->selector ? "'" + *e->selector + "'" : std::string("(missing)")) +
+                    " does not match " + r.name + ": the mdev type name is '" + spaced(r.name) +
+                    "'",
                 "set mdevNameSelector: \"" + spaced(r.name) + "\"", r.name);
           }
           continue;
@@ -995,8 +1084,9 @@ struct Checker {
         auto sel = e->selector ? parsePciId(*e->selector) : std::nullopt;
         if (!sel) {
           add(n, "kubevirt-selector-mismatch", Severity::kError,
-              "pciVendorSelector " + (e->selector ? "'" + *e->selector + "'" : std::string("(missing)")) +
-                  " of " + r.name + " is not VVVV:DDDD",
+              "pciVendorSelector " +
+                  (e->selector ? "'" + *e->selector + "'" : std::string("(missing)")) + " of " +
+                  r.name + " is not VVVV:DDDD",
               "set pciVendorSelector: \"10DE:<device id>\" (lspci -nn on the node)", r.name);
           continue;
         }
@@ -1004,9 +1094,11 @@ struct Checker {
         if (!device && st) device = deviceOf(*st, r.name);
         if (sel->vendor != kNvidiaVendor || (device && sel->device != *device)) {
           char want[16];
-          std::snprintf(want, sizeof want, "10DE:%04X", static_cast<unsigned>(device.value_or(sel->device)));
+          std::snprintf(want, sizeof want, "10DE:%04X",
+                        static_cast<unsigned>(device.value_or(sel->device)));
           add(n, "kubevirt-selector-mismatch", Severity::kError,
-              "pciVendorSelector '" + *e->selector + "' of " + r.name + " does not match the device " +
+              "pciVendorSelector '" + *e->selector + "' of " + r.name +
+                  " does not match the device " +
                   (device ? std::string(want) : std::string("(vendor must be 10DE)")) +
                   ": KubeVirt will not hand this device to VMs",
               "set pciVendorSelector: \"" + std::string(want) + "\"", r.name);
@@ -1018,8 +1110,8 @@ struct Checker {
     for (const auto& name : unverified) {
       const auto* e = kv.find(name);
       addCluster("kubevirt-selector-unverified", Severity::kInfo, kv.source,
-                 "could not verify pciVendorSelector '" + e->selector.value_or("") + "' of " + name +
-                     ": no --status document of a node advertising it gives the device id",
+                 "could not verify pciVendorSelector '" + e->selector.value_or("") + "' of " +
+                     name + ": no --status document of a node advertising it gives the device id",
                  "pass the nodes' hostprep status documents with --status", name);
     }
     if ((anySandbox || !kv.entries.empty()) && !kv.gate("GPU")) {
@@ -1028,11 +1120,12 @@ struct Checker {
                  "add GPU to spec.configuration.developerConfiguration.featureGates");
     }
     if (anyVgpu && !kv.gate("DisableMDEVConfiguration")) {
-      addCluster("kubevirt-mdev-gate-missing", Severity::kWarning, kv.source,
-                 "vGPU nodes exist but the KubeVirt CR lacks the feature gate "
-                 "DisableMDEVConfiguration: KubeVirt may create or remove mdevs itself, against "
-                 "the vgpu-device-manager",
-                 "add DisableMDEVConfiguration to spec.configuration.developerConfiguration.featureGates");
+      addCluster(
+          "kubevirt-mdev-gate-missing", Severity::kWarning, kv.source,
+          "vGPU nodes exist but the KubeVirt CR lacks the feature gate "
+          "DisableMDEVConfiguration: KubeVirt may create or remove mdevs itself, against "
+          "the vgpu-device-manager",
+          "add DisableMDEVConfiguration to spec.configuration.developerConfiguration.featureGates");
     }
     for (const auto& e : kv.entries) {
       if (e.advertised) continue;
@@ -1053,7 +1146,8 @@ struct Checker {
   }
 
   static std::optional<uint16_t> deviceOf(const StatusView& st, const std::string& resource) {
-    if (auto it = st.resourceDevice.find(resource); it != st.resourceDevice.end()) return it->second;
+    if (auto it = st.resourceDevice.find(resource); it != st.resourceDevice.end())
+      return it->second;
     // One passthrough resource and one GPU model on the node: they are the same device.
     int pt = 0;
     bool listed = false;
@@ -1101,7 +1195,8 @@ void Checker::run(const std::vector<NodeDoc>& docs) {
     std::sort(n.resources.begin(), n.resources.end(),
               [](const ResourceCount& a, const ResourceCount& b) { return a.name < b.name; });
     const json* cordon = at(body, {"spec", "unschedulable"});
-    unschedulable.push_back(cordon && scalarText(*cordon) == std::optional<std::string>("true") ? "cordoned" : "");
+    unschedulable.push_back(
+        cordon && scalarText(*cordon) == std::optional<std::string>("true") ? "cordoned" : "");
 
     StatusView* st = statusByNode.count(n.name) ? statusByNode[n.name] : nullptr;
     if (st) st->used = true;
@@ -1112,10 +1207,11 @@ void Checker::run(const std::vector<NodeDoc>& docs) {
       if (auto c = parseUnsigned(*countLabel); c && *c < 4096) n.gpus = static_cast<int>(*c);
     }
 
-    bool gpuNode = std::any_of(n.resources.begin(), n.resources.end(),
-                               [](const ResourceCount& r) { return r.kind != ResourceKind::kOther; }) ||
-                   labels.get(kGpuPresentLabel) == std::optional<std::string>("true") ||
-                   labels.get(kWorkloadLabel) || (n.gpus && *n.gpus > 0) || st;
+    bool gpuNode =
+        std::any_of(n.resources.begin(), n.resources.end(),
+                    [](const ResourceCount& r) { return r.kind != ResourceKind::kOther; }) ||
+        labels.get(kGpuPresentLabel) == std::optional<std::string>("true") ||
+        labels.get(kWorkloadLabel) || (n.gpus && *n.gpus > 0) || st;
     n.hasGpus = gpuNode;
     n.findings = std::move(bad);
     if (gpuNode) {
@@ -1124,7 +1220,8 @@ void Checker::run(const std::vector<NodeDoc>& docs) {
       migSingle = labels.get(kMigStrategyLabel) == std::optional<std::string>("single");
       replicasLabel.reset();
       if (auto r = labels.get(kGpuReplicasLabel)) {
-        if (auto v = parseUnsigned(*r); v && *v > 0 && *v < 1024) replicasLabel = static_cast<int64_t>(*v);
+        if (auto v = parseUnsigned(*r); v && *v > 0 && *v < 1024)
+          replicasLabel = static_cast<int64_t>(*v);
       }
       checkResources(n);
       if (n.mode == Mode::kVmVgpu) checkVgpu(n, labels, st);
@@ -1225,7 +1322,9 @@ void Checker::checkWorkloads() {
       const auto& n = report.nodes[i];
       parts.push_back(n.name + " " + std::string(toString(n.mode)));
       for (const auto& r : n.resources) {
-        if ((r.kind == ResourceKind::kPassthrough || r.kind == ResourceKind::kVgpu) && advertised(r)) res.insert(r.name);
+        if ((r.kind == ResourceKind::kPassthrough || r.kind == ResourceKind::kVgpu) &&
+            advertised(r))
+          res.insert(r.name);
       }
     }
     return "the GPUs are on sandbox nodes (" + nameList(parts) + "), which advertise " +
@@ -1253,7 +1352,8 @@ void Checker::checkWorkloads() {
       podSpec = at(b, {"spec", "jobTemplate", "spec", "template", "spec"});
     } else {
       addCluster("workload-ignored", Severity::kInfo, d.source,
-                 d.source + ": " + (kind.empty() ? std::string("a document without kind") : "a " + kind) +
+                 d.source + ": " +
+                     (kind.empty() ? std::string("a document without kind") : "a " + kind) +
                      " is neither a VM nor a pod; ignored",
                  "pass VirtualMachine, VirtualMachineInstance or Pod manifests with --vms");
       continue;
@@ -1275,29 +1375,36 @@ void Checker::checkWorkloads() {
     const auto& R = rq.resource;
     const bool wantsGpu = classifyResource(R) == ResourceKind::kContainer;
     if (rq.vm && wantsGpu) {
-      addCluster("request-wrong-kind", Severity::kError, rq.workload,
-                 rq.workload + " asks for " + R + " as a VM device: that is the container resource "
-                 "(device nodes for containers, not a PCI device); a VM needs a passthrough or vGPU "
-                 "resource",
-                 "ask for the sandbox resource a vm-passthrough or vm-vgpu node advertises", R);
+      addCluster(
+          "request-wrong-kind", Severity::kError, rq.workload,
+          rq.workload + " asks for " + R +
+              " as a VM device: that is the container resource "
+              "(device nodes for containers, not a PCI device); a VM needs a passthrough or vGPU "
+              "resource",
+          "ask for the sandbox resource a vm-passthrough or vm-vgpu node advertises", R);
       continue;
     }
     auto it = offering.find(R);
     if (it == offering.end()) {
       if (wantsGpu && !sandboxNodes.empty()) {
         addCluster("request-gpu-only-sandbox", Severity::kError, rq.workload,
-                   rq.workload + " asks for " + R + ": will stay Pending forever: no node "
-                   "advertises " + R + "; " + sandboxSentence(),
+                   rq.workload + " asks for " + R +
+                       ": will stay Pending forever: no node "
+                       "advertises " +
+                       R + "; " + sandboxSentence(),
                    "label a node container (nvidia.com/gpu.workload.config=container, then "
                    "'hostprep prepare --mode container' there), or run the workload as a VM",
                    R);
       } else {
-        addCluster("request-unsatisfiable", Severity::kError, rq.workload,
-                   rq.workload + " asks for " + R + ": will stay Pending forever: no node "
-                   "advertises " + R + "; " + everything(),
-                   "ask for a name a node advertises (keep model-specific names in one place, a "
-                   "Helm value or kustomize patch), or add a node with this GPU in the matching mode",
-                   R);
+        addCluster(
+            "request-unsatisfiable", Severity::kError, rq.workload,
+            rq.workload + " asks for " + R +
+                ": will stay Pending forever: no node "
+                "advertises " +
+                R + "; " + everything(),
+            "ask for a name a node advertises (keep model-specific names in one place, a "
+            "Helm value or kustomize patch), or add a node with this GPU in the matching mode",
+            R);
       }
     } else {
       int64_t best = 0;
@@ -1306,7 +1413,8 @@ void Checker::checkWorkloads() {
       bool fits = false;
       for (size_t i : it->second) {
         const auto& n = report.nodes[i];
-        auto r = std::find_if(n.resources.begin(), n.resources.end(), [&](const ResourceCount& x) { return x.name == R; });
+        auto r = std::find_if(n.resources.begin(), n.resources.end(),
+                              [&](const ResourceCount& x) { return x.name == R; });
         int64_t a = r->allocatable.value_or(0);
         if (!unschedulable[i].empty()) {
           ++cordoned;
@@ -1316,16 +1424,17 @@ void Checker::checkWorkloads() {
         if (a > best) best = a, bestNode = n.name;
       }
       if (!fits) {
-        bool sandboxFree = wantsGpu && std::any_of(sandboxNodes.begin(), sandboxNodes.end(), [&](size_t i) {
-          return unschedulable[i].empty();
-        });
-        std::string why = "no schedulable node has " + std::to_string(rq.count) + " allocatable; the most is " +
-                          std::to_string(best) + (bestNode.empty() ? "" : " (" + bestNode + ")") +
+        bool sandboxFree =
+            wantsGpu && std::any_of(sandboxNodes.begin(), sandboxNodes.end(),
+                                    [&](size_t i) { return unschedulable[i].empty(); });
+        std::string why = "no schedulable node has " + std::to_string(rq.count) +
+                          " allocatable; the most is " + std::to_string(best) +
+                          (bestNode.empty() ? "" : " (" + bestNode + ")") +
                           (cordoned ? ", " + plural(cordoned, "node", "nodes") + " cordoned" : "");
         if (sandboxFree) {
           addCluster("request-gpu-only-sandbox", Severity::kError, rq.workload,
-                     rq.workload + " asks for " + std::to_string(rq.count) + " × " + R + ": " + why +
-                         "; the other " + sandboxSentence(),
+                     rq.workload + " asks for " + std::to_string(rq.count) + " × " + R + ": " +
+                         why + "; the other " + sandboxSentence(),
                      "free container GPUs (uncordon, fix the device plugin), or move a node to "
                      "container mode",
                      R);
@@ -1338,8 +1447,10 @@ void Checker::checkWorkloads() {
     }
     if (rq.vm && kubevirt && !kubevirt->find(R)) {
       addCluster("request-not-permitted", Severity::kError, rq.workload,
-                 rq.workload + " asks for " + R + ", which the KubeVirt CR does not list in "
-                 "permittedHostDevices (" + kubevirt->source + "): the VM is rejected",
+                 rq.workload + " asks for " + R +
+                     ", which the KubeVirt CR does not list in "
+                     "permittedHostDevices (" +
+                     kubevirt->source + "): the VM is rejected",
                  "add " + R + " to permittedHostDevices with externalResourceProvider: true", R);
     }
   }
@@ -1365,9 +1476,9 @@ Result<CheckNodeReport> checkNodes(const CheckNodeInput& in) {
   // The assumption, said out loud when there is no ClusterPolicy.
   c.run(*docs);
   if (!in.clusterPolicy) {
-    bool sandboxLabels = std::any_of(c.report.nodes.begin(), c.report.nodes.end(), [](const NodeResult& n) {
-      return n.label && *n.label != "container";
-    });
+    bool sandboxLabels =
+        std::any_of(c.report.nodes.begin(), c.report.nodes.end(),
+                    [](const NodeResult& n) { return n.label && *n.label != "container"; });
     c.addCluster("cluster-policy-assumed", sandboxLabels ? Severity::kWarning : Severity::kInfo, "",
                  "no --cluster-policy: assumed sandboxWorkloads.enabled=true and defaultWorkload="
                  "container, so each label is taken at its word; with the operator's default "
@@ -1385,8 +1496,11 @@ Result<CheckNodeReport> checkNodes(const CheckNodeInput& in) {
 namespace {
 
 json findingJson(const Finding& f) {
-  json j{{"id", f.id}, {"severity", std::string(toString(f.severity))},
-         {"node", f.node.empty() ? json(nullptr) : json(f.node)}, {"message", f.message}, {"fix", f.fix}};
+  json j{{"id", f.id},
+         {"severity", std::string(toString(f.severity))},
+         {"node", f.node.empty() ? json(nullptr) : json(f.node)},
+         {"message", f.message},
+         {"fix", f.fix}};
   j["resource"] = f.resource.empty() ? json(nullptr) : json(f.resource);
   j["subject"] = f.subject.empty() ? json(nullptr) : json(f.subject);
   return j;
@@ -1421,21 +1535,27 @@ json reportJson(const CheckNodeReport& r) {
                       {"capacity", rc.capacity ? json(*rc.capacity) : json(nullptr)},
                       {"allocatable", rc.allocatable ? json(*rc.allocatable) : json(nullptr)}};
     }
-    nodes.push_back({{"name", n.name},
-                     {"source", n.source},
-                     {"has_gpus", n.hasGpus},
-                     {"mode", n.hasGpus ? json(std::string(toString(n.mode))) : json(nullptr)},
-                     {"mode_source", n.hasGpus ? json(std::string(toString(n.modeSource))) : json(nullptr)},
-                     {"label", n.label ? json(*n.label) : json(nullptr)},
-                     {"gpus", n.gpus ? json(*n.gpus) : json(nullptr)},
-                     {"resources", std::move(res)},
-                     {"state", state}});
+    nodes.push_back(
+        {{"name", n.name},
+         {"source", n.source},
+         {"has_gpus", n.hasGpus},
+         {"mode", n.hasGpus ? json(std::string(toString(n.mode))) : json(nullptr)},
+         {"mode_source", n.hasGpus ? json(std::string(toString(n.modeSource))) : json(nullptr)},
+         {"label", n.label ? json(*n.label) : json(nullptr)},
+         {"gpus", n.gpus ? json(*n.gpus) : json(nullptr)},
+         {"resources", std::move(res)},
+         {"state", state}});
     for (const auto& f : n.findings) findings.push_back(findingJson(f));
   }
   for (const auto& f : r.clusterFindings) findings.push_back(findingJson(f));
-  j["summary"] = {{"nodes", r.nodes.size()}, {"ok", ok}, {"with_warnings", warn}, {"with_errors", err},
-                  {"without_gpus", nogpu}, {"errors", r.count(Severity::kError)},
-                  {"warnings", r.count(Severity::kWarning)}, {"infos", r.count(Severity::kInfo)}};
+  j["summary"] = {{"nodes", r.nodes.size()},
+                  {"ok", ok},
+                  {"with_warnings", warn},
+                  {"with_errors", err},
+                  {"without_gpus", nogpu},
+                  {"errors", r.count(Severity::kError)},
+                  {"warnings", r.count(Severity::kWarning)},
+                  {"infos", r.count(Severity::kInfo)}};
   j["nodes"] = std::move(nodes);
   j["findings"] = std::move(findings);
   return j;
@@ -1447,7 +1567,8 @@ std::string summaryLine(const CheckNodeReport& r) {
     auto s = nodeState(n);
     (s == "error" ? err : s == "warning" ? warn : ok)++;
   }
-  std::string line = plural(static_cast<int64_t>(r.nodes.size()), "node", "nodes") + ", " + std::to_string(ok) + " ok";
+  std::string line = plural(static_cast<int64_t>(r.nodes.size()), "node", "nodes") + ", " +
+                     std::to_string(ok) + " ok";
   if (warn) line += ", " + std::to_string(warn) + " with warnings";
   if (err) line += ", " + std::to_string(err) + " with errors";
   int clusterErr = 0;
@@ -1460,7 +1581,8 @@ std::string reportText(const CheckNodeReport& r) {
   std::ostringstream s;
   s << "policy: sandbox workloads " << (r.policy.sandboxEnabled ? "enabled" : "disabled")
     << ", default workload " << toString(r.policy.defaultWorkload) << " ("
-    << (r.policy.given ? "from " + r.policy.source : std::string("assumed: no --cluster-policy")) << ")\n";
+    << (r.policy.given ? "from " + r.policy.source : std::string("assumed: no --cluster-policy"))
+    << ")\n";
   auto print = [&](const Finding& f) {
     s << "  " << toString(f.severity) << " " << f.id << ": " << f.message << "\n"
       << "    fix: " << f.fix << "\n";
@@ -1472,10 +1594,18 @@ std::string reportText(const CheckNodeReport& r) {
     } else {
       s << toString(n.mode);
       switch (n.modeSource) {
-        case ModeSource::kLabel: s << " (label)"; break;
-        case ModeSource::kDefault: s << " (no label: default workload)"; break;
-        case ModeSource::kInvalidLabel: s << " (invalid label: default workload)"; break;
-        case ModeSource::kSandboxDisabled: s << " (sandbox workloads disabled)"; break;
+        case ModeSource::kLabel:
+          s << " (label)";
+          break;
+        case ModeSource::kDefault:
+          s << " (no label: default workload)";
+          break;
+        case ModeSource::kInvalidLabel:
+          s << " (invalid label: default workload)";
+          break;
+        case ModeSource::kSandboxDisabled:
+          s << " (sandbox workloads disabled)";
+          break;
       }
       if (n.gpus) s << ", " << plural(*n.gpus, "GPU", "GPUs");
       int e = n.count(Severity::kError), w = n.count(Severity::kWarning);

@@ -21,7 +21,7 @@ enum class Severity { kInfo, kWarning, kError };
 std::string_view toString(Severity s);
 
 struct Finding {
-  std::string id;        // stable, e.g. "resource-wrong-kind"; documented in the README
+  std::string id;  // stable, e.g. "resource-wrong-kind"; documented in the README
   Severity severity = Severity::kError;
   std::string node;      // empty: about the cluster, not one node
   std::string resource;  // the resource it is about, when one
@@ -68,8 +68,8 @@ struct NodeResult {
   bool hasGpus = false;
   Mode mode = Mode::kContainer;
   ModeSource modeSource = ModeSource::kDefault;
-  std::optional<std::string> label;  // the workload label's value
-  std::optional<int> gpus;           // GPU count, from nvidia.com/gpu.count or --status
+  std::optional<std::string> label;      // the workload label's value
+  std::optional<int> gpus;               // GPU count, from nvidia.com/gpu.count or --status
   std::vector<ResourceCount> resources;  // nvidia.com/* from capacity and allocatable
   std::vector<Finding> findings;
 
@@ -77,10 +77,10 @@ struct NodeResult {
 };
 
 struct PolicyView {
-  bool given = false;          // false: no ClusterPolicy, the values below are assumed
+  bool given = false;  // false: no ClusterPolicy, the values below are assumed
   bool sandboxEnabled = true;
   Mode defaultWorkload = Mode::kContainer;
-  std::string source;          // the document, or empty
+  std::string source;  // the document, or empty
 };
 
 struct CheckNodeReport {

@@ -34,7 +34,9 @@ LineCol position(std::string_view text, size_t byte) {
   return p;
 }
 
-bool isYamlNull(std::string_view s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
+bool isYamlNull(std::string_view s) {
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
 
 std::optional<bool> yamlBool(std::string_view s) {
   if (s == "true" || s == "True" || s == "TRUE") return true;
@@ -207,15 +209,17 @@ Result<std::vector<Document>> parseYaml(std::string_view text, std::string_view 
     try {
       nodes.push_back(YAML::Load(chunk.text));
       if (nodes.back().IsNull() && !saysNull(chunk.text)) {
-        return usageError(std::string(name) + ": malformed YAML at line " + std::to_string(chunk.firstLine + 1) +
+        return usageError(std::string(name) + ": malformed YAML at line " +
+                              std::to_string(chunk.firstLine + 1) +
                               ": the document starting there cannot be read",
                           "pass the output of 'kubectl get ... -o yaml' or '-o json' unchanged");
       }
     } catch (const YAML::Exception& e) {
-      return usageError(std::string(name) + ": malformed YAML at line " +
-                            std::to_string(chunk.firstLine + static_cast<size_t>(std::max(e.mark.line, 0)) + 1) +
-                            ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg,
-                        "pass the output of 'kubectl get ... -o yaml' or '-o json' unchanged");
+      return usageError(
+          std::string(name) + ": malformed YAML at line " +
+              std::to_string(chunk.firstLine + static_cast<size_t>(std::max(e.mark.line, 0)) + 1) +
+              ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg,
+          "pass the output of 'kubectl get ... -o yaml' or '-o json' unchanged");
     }
   }
   std::vector<Document> out;

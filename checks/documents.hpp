@@ -13,7 +13,8 @@
 namespace hostprep {
 
 struct Document {
-  std::string source;  // where it came from: "nodes.json", "vms.yaml (document 2)", "nodes.json (item 3)"
+  std::string
+      source;  // where it came from: "nodes.json", "vms.yaml (document 2)", "nodes.json (item 3)"
   nlohmann::json body;
 };
 

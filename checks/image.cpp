@@ -7,7 +7,8 @@
 namespace hostprep {
 namespace {
 
-constexpr std::string_view kNeedsHardware = "needs the hardware: run 'hostprep preflight' on the node";
+constexpr std::string_view kNeedsHardware =
+    "needs the hardware: run 'hostprep preflight' on the node";
 
 CheckResult hardwareSkip(std::string_view id, Mode mode, bool relevant) {
   if (!relevant) return skipForMode(id, mode);
@@ -29,19 +30,22 @@ bool configIs(const ImageKernel& k, std::string_view sym, std::string_view value
 CheckResult checkKernels(const std::vector<ImageKernel>& ks) {
   const char* id = "image.kernels";
   if (ks.empty()) {
-    return makeCheck(id, CheckStatus::kFail, "no kernel installed: lib/modules has no release directory",
-                     "install the kernel package into the image (Debian: linux-image-amd64; RHEL: kernel-core), "
-                     "then run depmod");
+    return makeCheck(
+        id, CheckStatus::kFail, "no kernel installed: lib/modules has no release directory",
+        "install the kernel package into the image (Debian: linux-image-amd64; RHEL: kernel-core), "
+        "then run depmod");
   }
   std::vector<std::string> d;
-  for (const auto& k : ks) d.push_back(k.release + (k.config ? "" : " (no boot/config-" + k.release + ")"));
+  for (const auto& k : ks)
+    d.push_back(k.release + (k.config ? "" : " (no boot/config-" + k.release + ")"));
   return makeCheck(id, CheckStatus::kInfo, join(d, ", "));
 }
 
 CheckResult checkKvmModules(const std::vector<ImageKernel>& ks, Mode mode) {
   const char* id = "cpu.kvm";
   if (mode == Mode::kContainer) return skipForMode(id, mode);
-  if (ks.empty()) return makeCheck(id, CheckStatus::kSkip, "no kernel installed (see image.kernels)");
+  if (ks.empty())
+    return makeCheck(id, CheckStatus::kSkip, "no kernel installed (see image.kernels)");
   std::vector<std::string> bad;
   for (const auto& k : ks) {
     auto avail = [&](const char* m) {
@@ -51,10 +55,13 @@ CheckResult checkKvmModules(const std::vector<ImageKernel>& ks, Mode mode) {
     if (!avail("kvm") || (!avail("kvm_intel") && !avail("kvm_amd"))) bad.push_back(k.release);
   }
   if (!bad.empty()) {
-    return makeCheck(id, CheckStatus::kFail, "kvm and kvm_intel/kvm_amd not available for kernel " + join(bad, ", "),
-                     "install the kernel's KVM modules (CONFIG_KVM, CONFIG_KVM_INTEL, CONFIG_KVM_AMD), then run depmod");
+    return makeCheck(id, CheckStatus::kFail,
+                     "kvm and kvm_intel/kvm_amd not available for kernel " + join(bad, ", "),
+                     "install the kernel's KVM modules (CONFIG_KVM, CONFIG_KVM_INTEL, "
+                     "CONFIG_KVM_AMD), then run depmod");
   }
-  return makeCheck(id, CheckStatus::kPass, "kvm modules available for " + releases(ks) + "; /dev/kvm needs the hardware");
+  return makeCheck(id, CheckStatus::kPass,
+                   "kvm modules available for " + releases(ks) + "; /dev/kvm needs the hardware");
 }
 
 CheckResult checkIommuBuilt(const std::vector<ImageKernel>& ks, Mode mode) {
@@ -70,13 +77,19 @@ CheckResult checkIommuBuilt(const std::vector<ImageKernel>& ks, Mode mode) {
     }
   }
   if (!bad.empty()) {
-    return makeCheck(id, CheckStatus::kFail, "kernel " + join(bad, ", ") + " is built without CONFIG_INTEL_IOMMU and CONFIG_AMD_IOMMU",
-                     "install a kernel built with CONFIG_INTEL_IOMMU=y and CONFIG_AMD_IOMMU=y (every distribution "
-                     "kernel is)");
+    return makeCheck(
+        id, CheckStatus::kFail,
+        "kernel " + join(bad, ", ") + " is built without CONFIG_INTEL_IOMMU and CONFIG_AMD_IOMMU",
+        "install a kernel built with CONFIG_INTEL_IOMMU=y and CONFIG_AMD_IOMMU=y (every "
+        "distribution "
+        "kernel is)");
   }
-  if (ok.empty()) return makeCheck(id, CheckStatus::kSkip, std::string(kNeedsHardware) + " (no boot/config-* to read)");
-  return makeCheck(id, CheckStatus::kPass,
-                   "kernel " + join(ok, ", ") + " built with IOMMU support; the groups need the hardware");
+  if (ok.empty())
+    return makeCheck(id, CheckStatus::kSkip,
+                     std::string(kNeedsHardware) + " (no boot/config-* to read)");
+  return makeCheck(
+      id, CheckStatus::kPass,
+      "kernel " + join(ok, ", ") + " built with IOMMU support; the groups need the hardware");
 }
 
 // Which configured command lines have an argument, and which lack it.
@@ -91,59 +104,75 @@ ArgSpread spread(const std::vector<CmdlineView>& views, Pred has) {
 }
 
 constexpr std::string_view kNoCmdline =
-    "no kernel command line configured: none of etc/default/grub, etc/kernel/cmdline, boot/loader/entries/*.conf";
+    "no kernel command line configured: none of etc/default/grub, etc/kernel/cmdline, "
+    "boot/loader/entries/*.conf";
 
-CheckResult checkImageCmdlineIommu(const std::vector<CmdlineView>& views, const std::vector<ImageKernel>& ks,
-                                   const BootConfig& boot, Mode mode) {
+CheckResult checkImageCmdlineIommu(const std::vector<CmdlineView>& views,
+                                   const std::vector<ImageKernel>& ks, const BootConfig& boot,
+                                   Mode mode) {
   const char* id = "cmdline.iommu";
   if (mode == Mode::kContainer) return skipForMode(id, mode);
   for (const auto& v : views) {
     if (auto off = iommuOffArg(v.args)) {
-      return makeCheck(id, CheckStatus::kFail, v.origin + " has " + *off, removeKernelArgRemedy(*off, boot));
+      return makeCheck(id, CheckStatus::kFail, v.origin + " has " + *off,
+                       removeKernelArgRemedy(*off, boot));
     }
   }
   const bool defaultOn = !ks.empty() && std::all_of(ks.begin(), ks.end(), [](const ImageKernel& k) {
     return configIs(k, "CONFIG_INTEL_IOMMU_DEFAULT_ON", "y");
   });
-  const bool allPt = !views.empty() && std::all_of(views.begin(), views.end(),
-                                                    [](const CmdlineView& v) { return iommuPassthrough(v.args); });
+  const bool allPt =
+      !views.empty() && std::all_of(views.begin(), views.end(),
+                                    [](const CmdlineView& v) { return iommuPassthrough(v.args); });
   const std::string args = allPt ? "intel_iommu=on" : "intel_iommu=on iommu=pt";
   if (views.empty()) {
-    if (defaultOn) return makeCheck(id, CheckStatus::kPass, "CONFIG_INTEL_IOMMU_DEFAULT_ON=y in every installed kernel");
-    return makeCheck(id, CheckStatus::kFail, std::string(kNoCmdline), addKernelArgsRemedy(args, boot));
+    if (defaultOn)
+      return makeCheck(id, CheckStatus::kPass,
+                       "CONFIG_INTEL_IOMMU_DEFAULT_ON=y in every installed kernel");
+    return makeCheck(id, CheckStatus::kFail, std::string(kNoCmdline),
+                     addKernelArgsRemedy(args, boot));
   }
   auto s = spread(views, intelIommuOn);
-  if (s.lack.empty()) return makeCheck(id, CheckStatus::kPass, "intel_iommu=on in " + join(s.have, ", "));
+  if (s.lack.empty())
+    return makeCheck(id, CheckStatus::kPass, "intel_iommu=on in " + join(s.have, ", "));
   if (defaultOn) {
-    return makeCheck(id, CheckStatus::kPass, "CONFIG_INTEL_IOMMU_DEFAULT_ON=y in every installed kernel");
+    return makeCheck(id, CheckStatus::kPass,
+                     "CONFIG_INTEL_IOMMU_DEFAULT_ON=y in every installed kernel");
   }
   if (s.have.empty()) {
-    return makeCheck(id, CheckStatus::kFail,
-                     "intel_iommu=on is in none of " + join(s.lack, ", ") +
-                         ": Intel nodes boot with the IOMMU off (harmless on AMD, which enables AMD-Vi itself)",
-                     addKernelArgsRemedy(args, boot));
+    return makeCheck(
+        id, CheckStatus::kFail,
+        "intel_iommu=on is in none of " + join(s.lack, ", ") +
+            ": Intel nodes boot with the IOMMU off (harmless on AMD, which enables AMD-Vi itself)",
+        addKernelArgsRemedy(args, boot));
   }
   return makeCheck(id, CheckStatus::kWarn,
                    "intel_iommu=on in " + join(s.have, ", ") + " but not in " + join(s.lack, ", "),
                    addKernelArgsRemedy("intel_iommu=on", boot));
 }
 
-CheckResult checkImageIommuPt(const std::vector<CmdlineView>& views, const BootConfig& boot, Mode mode) {
+CheckResult checkImageIommuPt(const std::vector<CmdlineView>& views, const BootConfig& boot,
+                              Mode mode) {
   const char* id = "cmdline.iommu-pt";
   if (mode == Mode::kContainer) return skipForMode(id, mode);
-  if (views.empty()) return makeCheck(id, CheckStatus::kWarn, std::string(kNoCmdline), addKernelArgsRemedy("iommu=pt", boot));
+  if (views.empty())
+    return makeCheck(id, CheckStatus::kWarn, std::string(kNoCmdline),
+                     addKernelArgsRemedy("iommu=pt", boot));
   auto s = spread(views, iommuPassthrough);
   if (s.lack.empty()) return makeCheck(id, CheckStatus::kPass, "iommu=pt in " + join(s.have, ", "));
-  return makeCheck(id, CheckStatus::kWarn, "iommu=pt is not in " + join(s.lack, ", "), addKernelArgsRemedy("iommu=pt", boot));
+  return makeCheck(id, CheckStatus::kWarn, "iommu=pt is not in " + join(s.lack, ", "),
+                   addKernelArgsRemedy("iommu=pt", boot));
 }
 
-CheckResult checkImageInterruptRemapping(const std::vector<CmdlineView>& views, const BootConfig& boot, Mode mode) {
+CheckResult checkImageInterruptRemapping(const std::vector<CmdlineView>& views,
+                                         const BootConfig& boot, Mode mode) {
   const char* id = "iommu.interrupt-remapping";
   if (mode == Mode::kContainer) return skipForMode(id, mode);
   for (const auto& v : views) {
     auto ir = cmdlineValue(v.args, "intremap");
     if (ir && (*ir == "off" || *ir == "no")) {
-      return makeCheck(id, CheckStatus::kFail, v.origin + " has intremap=" + *ir + ": vfio refuses to attach devices",
+      return makeCheck(id, CheckStatus::kFail,
+                       v.origin + " has intremap=" + *ir + ": vfio refuses to attach devices",
                        removeKernelArgRemedy("intremap=" + *ir, boot));
     }
   }
@@ -162,11 +191,16 @@ CheckResult perKernel(std::string_view id, const std::vector<ImageKernel>& ks, F
   std::optional<CheckResult> worst;
   auto rank = [](CheckStatus s) {
     switch (s) {
-      case CheckStatus::kFail: return 4;
-      case CheckStatus::kWarn: return 3;
-      case CheckStatus::kPass: return 2;
-      case CheckStatus::kInfo: return 1;
-      case CheckStatus::kSkip: return 0;
+      case CheckStatus::kFail:
+        return 4;
+      case CheckStatus::kWarn:
+        return 3;
+      case CheckStatus::kPass:
+        return 2;
+      case CheckStatus::kInfo:
+        return 1;
+      case CheckStatus::kSkip:
+        return 0;
     }
     return 0;
   };
@@ -174,13 +208,15 @@ CheckResult perKernel(std::string_view id, const std::vector<ImageKernel>& ks, F
     CheckResult r = check(k);
     if (!worst || rank(r.status) > rank(worst->status)) worst = r;
   }
-  if (worst->status == CheckStatus::kPass && ks.size() > 1) worst->detail += " (every installed kernel)";
+  if (worst->status == CheckStatus::kPass && ks.size() > 1)
+    worst->detail += " (every installed kernel)";
   return *worst;
 }
 
 CheckResult checkImageNouveau(const std::vector<ImageKernel>& ks, const BootConfig& boot) {
   const char* id = "modules.nouveau";
-  if (boot.blacklisted("nouveau")) return makeCheck(id, CheckStatus::kPass, "blacklisted in modprobe.d");
+  if (boot.blacklisted("nouveau"))
+    return makeCheck(id, CheckStatus::kPass, "blacklisted in modprobe.d");
   std::vector<std::string> with;
   for (const auto& k : ks) {
     auto it = k.modules.find("nouveau");
@@ -195,21 +231,26 @@ CheckResult checkImageNouveau(const std::vector<ImageKernel>& ks, const BootConf
 
 CheckResult checkImageLockdown(const std::vector<ImageKernel>& ks, Mode mode) {
   const char* id = "kernel.lockdown";
-  if (mode == Mode::kVmPassthrough) return skipForMode(id, mode, "vfio-pci is an in-tree, signed module");
+  if (mode == Mode::kVmPassthrough)
+    return skipForMode(id, mode, "vfio-pci is an in-tree, signed module");
   std::vector<std::string> forced;
   for (const auto& k : ks) {
-    if (configIs(k, "CONFIG_MODULE_SIG_FORCE", "y") || configIs(k, "CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY", "y") ||
+    if (configIs(k, "CONFIG_MODULE_SIG_FORCE", "y") ||
+        configIs(k, "CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY", "y") ||
         configIs(k, "CONFIG_LOCK_DOWN_KERNEL_FORCE_CONFIDENTIALITY", "y")) {
       forced.push_back(k.release);
     }
   }
   if (!forced.empty()) {
-    return makeCheck(id, CheckStatus::kWarn,
-                     "kernel " + join(forced, ", ") + " refuses unsigned modules: the NVIDIA modules must be signed",
-                     "sign the NVIDIA modules with a key the nodes enroll in MOK (DKMS: mokutil --import "
-                     "/var/lib/dkms/mok.pub), or use a kernel without CONFIG_MODULE_SIG_FORCE");
+    return makeCheck(
+        id, CheckStatus::kWarn,
+        "kernel " + join(forced, ", ") +
+            " refuses unsigned modules: the NVIDIA modules must be signed",
+        "sign the NVIDIA modules with a key the nodes enroll in MOK (DKMS: mokutil --import "
+        "/var/lib/dkms/mok.pub), or use a kernel without CONFIG_MODULE_SIG_FORCE");
   }
-  return makeCheck(id, CheckStatus::kSkip, "depends on the node's Secure Boot state: " + std::string(kNeedsHardware));
+  return makeCheck(id, CheckStatus::kSkip,
+                   "depends on the node's Secure Boot state: " + std::string(kNeedsHardware));
 }
 
 }  // namespace
@@ -235,7 +276,8 @@ PreflightReport preflightImage(const ImageFacts& f, const PreflightRequest& req)
   c.push_back(perKernel("modules.vfio", ks, [&](const ImageKernel& k) {
     return checkVfioModules(k.modules, k.release, mode);
   }));
-  c.push_back(perKernel("modules.vgpu", ks, [&](const ImageKernel& k) { return checkVgpuModules(k.modules, mode); }));
+  c.push_back(perKernel("modules.vgpu", ks,
+                        [&](const ImageKernel& k) { return checkVgpuModules(k.modules, mode); }));
   c.push_back(perKernel("modules.host-driver", ks, [&](const ImageKernel& k) {
     return checkHostDriver(k.modules, req.selection.hostDriver, mode);
   }));
@@ -246,7 +288,8 @@ PreflightReport preflightImage(const ImageFacts& f, const PreflightRequest& req)
   c.push_back(hardwareSkip("gpu.boot-vga", mode, mode == Mode::kVmPassthrough));
   std::optional<KernelConfig> config;
   if (!ks.empty()) config = ks.back().config;
-  c.push_back(checkBootPersistence(mode, f.boot, views, req.selection.gpuIds, config, req.selection.hostDriver));
+  c.push_back(checkBootPersistence(mode, f.boot, views, req.selection.gpuIds, config,
+                                   req.selection.hostDriver));
   c.push_back(checkImageLockdown(ks, mode));
   return rep;
 }

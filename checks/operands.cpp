@@ -18,29 +18,32 @@ constexpr Need O = Need::kOptional;
 // sandbox-validator (cc-manager).
 constexpr std::array kOperands{
     //       name                    container pass vgpu
-    Operand{"driver",                  Y, N, N, "datacenter driver (nvidia) bound to every GPU"},
-    Operand{"container-toolkit",       Y, N, N, "NVIDIA container runtime hook for containers"},
-    Operand{"device-plugin",           Y, N, N, "advertises nvidia.com/gpu"},
-    Operand{"gpu-feature-discovery",   Y, N, N, "nvidia.com/gpu.* node labels (gpu.count, product)"},
-    Operand{"dcgm",                    Y, N, N, "GPU telemetry host engine"},
-    Operand{"dcgm-exporter",           Y, N, N, "Prometheus GPU metrics"},
-    Operand{"node-status-exporter",    Y, N, N, "operator's node status metrics"},
-    Operand{"operator-validator",      Y, N, N, "validates driver, toolkit and plugin"},
-    Operand{"mig-manager",             O, N, N, "MIG partitions (MIG-capable GPUs only)"},
-    Operand{"vfio-manager",            N, Y, N, "binds every GPU to vfio-pci"},
-    Operand{"vgpu-manager",            N, N, Y, "NVIDIA vGPU manager (host driver in vGPU mode)"},
-    Operand{"vgpu-device-manager",     N, N, Y, "creates vGPU devices per nvidia.com/vgpu.config"},
-    Operand{"sandbox-device-plugin",   N, Y, Y, "advertises nvidia.com/<PCI name> or <vGPU type>"},
-    Operand{"sandbox-validator",       N, Y, Y, "validates the sandbox operands"},
-    Operand{"kata-manager",            N, O, N, "Kata Containers runtime (when enabled)"},
-    Operand{"cc-manager",              N, O, O, "confidential computing mode (when enabled)"},
+    Operand{"driver", Y, N, N, "datacenter driver (nvidia) bound to every GPU"},
+    Operand{"container-toolkit", Y, N, N, "NVIDIA container runtime hook for containers"},
+    Operand{"device-plugin", Y, N, N, "advertises nvidia.com/gpu"},
+    Operand{"gpu-feature-discovery", Y, N, N, "nvidia.com/gpu.* node labels (gpu.count, product)"},
+    Operand{"dcgm", Y, N, N, "GPU telemetry host engine"},
+    Operand{"dcgm-exporter", Y, N, N, "Prometheus GPU metrics"},
+    Operand{"node-status-exporter", Y, N, N, "operator's node status metrics"},
+    Operand{"operator-validator", Y, N, N, "validates driver, toolkit and plugin"},
+    Operand{"mig-manager", O, N, N, "MIG partitions (MIG-capable GPUs only)"},
+    Operand{"vfio-manager", N, Y, N, "binds every GPU to vfio-pci"},
+    Operand{"vgpu-manager", N, N, Y, "NVIDIA vGPU manager (host driver in vGPU mode)"},
+    Operand{"vgpu-device-manager", N, N, Y, "creates vGPU devices per nvidia.com/vgpu.config"},
+    Operand{"sandbox-device-plugin", N, Y, Y, "advertises nvidia.com/<PCI name> or <vGPU type>"},
+    Operand{"sandbox-validator", N, Y, Y, "validates the sandbox operands"},
+    Operand{"kata-manager", N, O, N, "Kata Containers runtime (when enabled)"},
+    Operand{"cc-manager", N, O, O, "confidential computing mode (when enabled)"},
 };
 
 std::string_view cell(Need n) {
   switch (n) {
-    case Need::kYes: return "yes";
-    case Need::kOptional: return "optional";
-    case Need::kNo: return "-";
+    case Need::kYes:
+      return "yes";
+    case Need::kOptional:
+      return "optional";
+    case Need::kNo:
+      return "-";
   }
   return "-";
 }

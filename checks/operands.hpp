@@ -19,17 +19,20 @@ inline constexpr std::string_view kDeployOperandsLabel = "nvidia.com/gpu.deploy.
 enum class Need { kNo, kYes, kOptional };  // kOptional: only when a feature asks (MIG, Kata, CC)
 
 struct Operand {
-  std::string_view name;         // "vfio-manager"; the label is kDeployLabelPrefix + name
+  std::string_view name;  // "vfio-manager"; the label is kDeployLabelPrefix + name
   Need container;
   Need passthrough;
   Need vgpu;
-  std::string_view what;         // one line for --operands
+  std::string_view what;  // one line for --operands
 
   Need in(Mode m) const {
     switch (m) {
-      case Mode::kContainer: return container;
-      case Mode::kVmPassthrough: return passthrough;
-      case Mode::kVmVgpu: return vgpu;
+      case Mode::kContainer:
+        return container;
+      case Mode::kVmPassthrough:
+        return passthrough;
+      case Mode::kVmVgpu:
+        return vgpu;
     }
     return Need::kNo;
   }

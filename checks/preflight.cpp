@@ -67,13 +67,15 @@ CheckResult checkCpu(const PlatformFacts& p, Mode mode) {
   if (c.vmx) return makeCheck(id, CheckStatus::kPass, "vmx (Intel VT-x) present, " + vendor);
   if (c.svm) return makeCheck(id, CheckStatus::kPass, "svm (AMD-V) present, " + vendor);
   std::string detail = "neither vmx nor svm in /proc/cpuinfo flags (" + vendor + ")";
-  std::string remedy = c.vendor == CpuVendor::kAmd
-                           ? "enable SVM Mode (AMD-V) in the BIOS/UEFI setup, then reboot"
-                           : "enable Intel Virtualization Technology (VT-x) in the BIOS/UEFI setup, then reboot";
+  std::string remedy =
+      c.vendor == CpuVendor::kAmd
+          ? "enable SVM Mode (AMD-V) in the BIOS/UEFI setup, then reboot"
+          : "enable Intel Virtualization Technology (VT-x) in the BIOS/UEFI setup, then reboot";
   if (c.hypervisor) {
     detail += "; this is a virtual machine";
-    remedy = "enable nested virtualization on the hypervisor (e.g. kvm_intel nested=1 and "
-             "-cpu host in QEMU), or run on bare metal";
+    remedy =
+        "enable nested virtualization on the hypervisor (e.g. kvm_intel nested=1 and "
+        "-cpu host in QEMU), or run on bare metal";
   }
   return makeCheck(id, CheckStatus::kFail, detail, remedy);
 }
@@ -82,7 +84,8 @@ CheckResult checkKvm(const PlatformFacts& p, Mode mode) {
   const char* id = "cpu.kvm";
   if (!vmMode(mode)) return skipForMode(id, mode);
   std::string kvmMod = p.cpu.vendor == CpuVendor::kAmd ? "kvm_amd" : "kvm_intel";
-  if (p.cpu.vendor != CpuVendor::kAmd && p.cpu.vendor != CpuVendor::kIntel && p.cpu.svm) kvmMod = "kvm_amd";
+  if (p.cpu.vendor != CpuVendor::kAmd && p.cpu.vendor != CpuVendor::kIntel && p.cpu.svm)
+    kvmMod = "kvm_amd";
   auto it = p.modules.find(kvmMod);
   bool loaded = it != p.modules.end() && (it->second.loaded || it->second.sysModule);
   if (p.devKvm) {
@@ -91,14 +94,17 @@ CheckResult checkKvm(const PlatformFacts& p, Mode mode) {
   }
   bool available = it != p.modules.end() && it->second.available();
   if (available) {
-    return makeCheck(id, CheckStatus::kFail, "/dev/kvm missing; " + kvmMod + " is installed but not loaded",
+    return makeCheck(id, CheckStatus::kFail,
+                     "/dev/kvm missing; " + kvmMod + " is installed but not loaded",
                      "run 'modprobe " + kvmMod + "' and add the line \"" + kvmMod +
                          "\" to /etc/modules-load.d/kvm.conf so it loads at boot");
   }
-  return makeCheck(id, CheckStatus::kFail, "/dev/kvm missing and " + kvmMod + " is not available for kernel " +
-                                               (p.kernelRelease.empty() ? "(unknown)" : p.kernelRelease),
-                   "install the kernel's KVM modules (CONFIG_KVM, CONFIG_KVM_INTEL/CONFIG_KVM_AMD) and "
-                   "enable VT-x/AMD-V in the BIOS/UEFI setup");
+  return makeCheck(
+      id, CheckStatus::kFail,
+      "/dev/kvm missing and " + kvmMod + " is not available for kernel " +
+          (p.kernelRelease.empty() ? "(unknown)" : p.kernelRelease),
+      "install the kernel's KVM modules (CONFIG_KVM, CONFIG_KVM_INTEL/CONFIG_KVM_AMD) and "
+      "enable VT-x/AMD-V in the BIOS/UEFI setup");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -123,24 +129,35 @@ CheckResult checkIommuFirmware(const PlatformFacts& p, const Snapshot* s, Mode m
   if (!vmMode(mode)) return skipForMode(id, mode);
   const bool groups = s && !s->iommuGroups.empty();
   if (!p.acpiTables) {
-    if (groups) return makeCheck(id, CheckStatus::kPass, "no ACPI tables in sysfs, but the kernel has IOMMU groups");
-    return makeCheck(id, CheckStatus::kWarn, "cannot read /sys/firmware/acpi/tables (no ACPI, or sysfs not mounted)",
-                     "mount sysfs on /sys; on a non-ACPI platform check the device tree for an IOMMU");
+    if (groups)
+      return makeCheck(id, CheckStatus::kPass,
+                       "no ACPI tables in sysfs, but the kernel has IOMMU groups");
+    return makeCheck(
+        id, CheckStatus::kWarn,
+        "cannot read /sys/firmware/acpi/tables (no ACPI, or sysfs not mounted)",
+        "mount sysfs on /sys; on a non-ACPI platform check the device tree for an IOMMU");
   }
   const auto& t = *p.acpiTables;
-  if (t.count("DMAR")) return makeCheck(id, CheckStatus::kPass, "ACPI DMAR table present (Intel VT-d)");
+  if (t.count("DMAR"))
+    return makeCheck(id, CheckStatus::kPass, "ACPI DMAR table present (Intel VT-d)");
   if (t.count("IVRS")) return makeCheck(id, CheckStatus::kPass, "ACPI IVRS table present (AMD-Vi)");
-  if (t.count("IORT")) return makeCheck(id, CheckStatus::kPass, "ACPI IORT table present (Arm SMMU)");
-  if (t.count("VIOT")) return makeCheck(id, CheckStatus::kPass, "ACPI VIOT table present (virtio-iommu)");
-  std::string remedy = amdPlatform(p) ? "enable IOMMU (AMD-Vi) in the BIOS/UEFI setup, then reboot"
-                                      : "enable VT-d (Intel Virtualization Technology for Directed I/O) "
-                                        "in the BIOS/UEFI setup, then reboot";
+  if (t.count("IORT"))
+    return makeCheck(id, CheckStatus::kPass, "ACPI IORT table present (Arm SMMU)");
+  if (t.count("VIOT"))
+    return makeCheck(id, CheckStatus::kPass, "ACPI VIOT table present (virtio-iommu)");
+  std::string remedy = amdPlatform(p)
+                           ? "enable IOMMU (AMD-Vi) in the BIOS/UEFI setup, then reboot"
+                           : "enable VT-d (Intel Virtualization Technology for Directed I/O) "
+                             "in the BIOS/UEFI setup, then reboot";
   if (p.cpu.hypervisor) {
-    remedy += amdPlatform(p) ? "; in a QEMU guest add -device amd-iommu,intremap=on (q35)"
-                             : "; in a QEMU guest add -device intel-iommu,intremap=on (q35, kernel-irqchip=split)";
+    remedy +=
+        amdPlatform(p)
+            ? "; in a QEMU guest add -device amd-iommu,intremap=on (q35)"
+            : "; in a QEMU guest add -device intel-iommu,intremap=on (q35, kernel-irqchip=split)";
   }
-  return makeCheck(id, CheckStatus::kFail, "no DMAR or IVRS table under /sys/firmware/acpi/tables: the firmware "
-                                           "does not expose an IOMMU",
+  return makeCheck(id, CheckStatus::kFail,
+                   "no DMAR or IVRS table under /sys/firmware/acpi/tables: the firmware "
+                   "does not expose an IOMMU",
                    remedy);
 }
 
@@ -148,8 +165,9 @@ CheckResult checkIommuKernel(const PlatformFacts& p, const Snapshot* s, const Cm
                              const BootConfig& boot, Mode mode) {
   const char* id = "iommu.kernel";
   if (!vmMode(mode)) return skipForMode(id, mode);
-  if (!s) return makeCheck(id, CheckStatus::kFail, "cannot read the PCI devices and IOMMU groups",
-                           "mount sysfs on /sys");
+  if (!s)
+    return makeCheck(id, CheckStatus::kFail, "cannot read the PCI devices and IOMMU groups",
+                     "mount sysfs on /sys");
   std::vector<std::string> units;
   if (p.iommuUnits) {
     for (const auto& u : *p.iommuUnits) units.push_back(u.name);
@@ -165,18 +183,22 @@ CheckResult checkIommuKernel(const PlatformFacts& p, const Snapshot* s, const Cm
     return makeCheck(id, CheckStatus::kFail, detail + "; the kernel was booted with " + *off,
                      removeKernelArgRemedy(*off, boot));
   }
-  const bool firmware = p.acpiTables && (p.acpiTables->count("DMAR") || p.acpiTables->count("IVRS"));
+  const bool firmware =
+      p.acpiTables && (p.acpiTables->count("DMAR") || p.acpiTables->count("IVRS"));
   if (p.acpiTables && !firmware) {
-    return makeCheck(id, CheckStatus::kFail, detail + "; the firmware has no IOMMU table (see iommu.firmware)",
+    return makeCheck(id, CheckStatus::kFail,
+                     detail + "; the firmware has no IOMMU table (see iommu.firmware)",
                      "enable VT-d / AMD-Vi (IOMMU) in the BIOS/UEFI setup, then reboot");
   }
   if (intelPlatform(p) && !intelIommuOn(running)) {
     std::string args = iommuPassthrough(running) ? "intel_iommu=on" : "intel_iommu=on iommu=pt";
-    return makeCheck(id, CheckStatus::kFail, detail + "; intel_iommu=on is not on the kernel command line",
+    return makeCheck(id, CheckStatus::kFail,
+                     detail + "; intel_iommu=on is not on the kernel command line",
                      addKernelArgsRemedy(args, boot));
   }
-  return makeCheck(id, CheckStatus::kFail, detail,
-                   "check dmesg for DMAR/AMD-Vi errors; enable VT-d / AMD-Vi in the BIOS/UEFI setup and reboot");
+  return makeCheck(
+      id, CheckStatus::kFail, detail,
+      "check dmesg for DMAR/AMD-Vi errors; enable VT-d / AMD-Vi in the BIOS/UEFI setup and reboot");
 }
 
 // The running kernel's IOMMU argument, and whether the next boot keeps it.
@@ -185,20 +207,24 @@ CheckResult checkCmdlineIommu(const PlatformFacts& p, const Snapshot* s, const C
   const char* id = "cmdline.iommu";
   if (!vmMode(mode)) return skipForMode(id, mode);
   if (auto off = iommuOffArg(running)) {
-    return makeCheck(id, CheckStatus::kFail, "the kernel command line has " + *off, removeKernelArgRemedy(*off, boot));
+    return makeCheck(id, CheckStatus::kFail, "the kernel command line has " + *off,
+                     removeKernelArgRemedy(*off, boot));
   }
   for (const auto& v : configuredCmdlines(boot)) {
     if (auto off = iommuOffArg(v.args)) {
-      return makeCheck(id, CheckStatus::kFail, v.origin + " has " + *off + ": the next boot disables the IOMMU",
+      return makeCheck(id, CheckStatus::kFail,
+                       v.origin + " has " + *off + ": the next boot disables the IOMMU",
                        removeKernelArgRemedy(*off, boot));
     }
   }
   const bool groups = s && !s->iommuGroups.empty();
   if (amdPlatform(p)) {
-    return makeCheck(id, CheckStatus::kPass, "AMD: the kernel enables AMD-Vi by default (no amd_iommu=off)");
+    return makeCheck(id, CheckStatus::kPass,
+                     "AMD: the kernel enables AMD-Vi by default (no amd_iommu=off)");
   }
   if (!intelPlatform(p)) {
-    if (groups) return makeCheck(id, CheckStatus::kPass, "the IOMMU is active; no IOMMU argument needed");
+    if (groups)
+      return makeCheck(id, CheckStatus::kPass, "the IOMMU is active; no IOMMU argument needed");
     return makeCheck(id, CheckStatus::kWarn, "CPU vendor unknown and no IOMMU groups",
                      "on Intel: " + addKernelArgsRemedy("intel_iommu=on iommu=pt", boot));
   }
@@ -222,13 +248,16 @@ CheckResult checkCmdlineIommu(const PlatformFacts& p, const Snapshot* s, const C
     auto it = p.kernelConfig->find("CONFIG_INTEL_IOMMU_DEFAULT_ON");
     if (it != p.kernelConfig->end() && it->second == "y") {
       return makeCheck(id, CheckStatus::kPass,
-                       "CONFIG_INTEL_IOMMU_DEFAULT_ON=y in boot/config-" + p.kernelRelease + ": on without an argument");
+                       "CONFIG_INTEL_IOMMU_DEFAULT_ON=y in boot/config-" + p.kernelRelease +
+                           ": on without an argument");
     }
   }
   if (groups) {
-    return makeCheck(id, CheckStatus::kPass, "no intel_iommu=on, but the kernel enabled the IOMMU by default");
+    return makeCheck(id, CheckStatus::kPass,
+                     "no intel_iommu=on, but the kernel enabled the IOMMU by default");
   }
-  return makeCheck(id, CheckStatus::kFail, "Intel host without intel_iommu=on on the kernel command line",
+  return makeCheck(id, CheckStatus::kFail,
+                   "Intel host without intel_iommu=on on the kernel command line",
                    addKernelArgsRemedy("intel_iommu=on" + pt, boot));
 }
 
@@ -236,22 +265,24 @@ CheckResult checkIommuPt(const Cmdline& running, const BootConfig& boot, Mode mo
   const char* id = "cmdline.iommu-pt";
   if (!vmMode(mode)) return skipForMode(id, mode);
   if (iommuPassthrough(running)) return makeCheck(id, CheckStatus::kPass, "iommu=pt");
-  return makeCheck(id, CheckStatus::kWarn,
-                   "iommu=pt is not set: host devices go through IOMMU translation (slower host I/O)",
-                   addKernelArgsRemedy("iommu=pt", boot));
+  return makeCheck(
+      id, CheckStatus::kWarn,
+      "iommu=pt is not set: host devices go through IOMMU translation (slower host I/O)",
+      addKernelArgsRemedy("iommu=pt", boot));
 }
 
-bool unsafeInterruptsAllowed(const PlatformFacts& p, const Cmdline& running, const BootConfig& boot) {
+bool unsafeInterruptsAllowed(const PlatformFacts& p, const Cmdline& running,
+                             const BootConfig& boot) {
   if (p.allowUnsafeInterrupts && truthy(*p.allowUnsafeInterrupts)) return true;
-  if (auto v = cmdlineValue(running, "vfio_iommu_type1.allow_unsafe_interrupts"); v && truthy(*v)) return true;
+  if (auto v = cmdlineValue(running, "vfio_iommu_type1.allow_unsafe_interrupts"); v && truthy(*v))
+    return true;
   for (const auto& v : boot.optionValues("vfio_iommu_type1", "allow_unsafe_interrupts")) {
     if (truthy(v)) return true;
   }
   return false;
 }
 
-const char* kUnsafeInterruptsLine =
-    "options vfio_iommu_type1 allow_unsafe_interrupts=1";
+const char* kUnsafeInterruptsLine = "options vfio_iommu_type1 allow_unsafe_interrupts=1";
 
 CheckResult checkInterruptRemapping(const PlatformFacts& p, const Cmdline& running,
                                     const BootConfig& boot, Mode mode) {
@@ -264,7 +295,10 @@ CheckResult checkInterruptRemapping(const PlatformFacts& p, const Cmdline& runni
     for (const auto& u : *p.iommuUnits) {
       if (!u.interruptRemapping) continue;
       ++known;
-      if (*u.interruptRemapping) hwYes = true; else ++no;
+      if (*u.interruptRemapping)
+        hwYes = true;
+      else
+        ++no;
     }
     hwNo = known > 0 && no == known;
   }
@@ -287,30 +321,39 @@ CheckResult checkInterruptRemapping(const PlatformFacts& p, const Cmdline& runni
   }
   if (!known) {
     if (unsafe) {
-      return makeCheck(id, CheckStatus::kWarn, "cannot tell; allow_unsafe_interrupts=1 is set (insecure)",
+      return makeCheck(id, CheckStatus::kWarn,
+                       "cannot tell; allow_unsafe_interrupts=1 is set (insecure)",
                        "enable Interrupt Remapping in the BIOS/UEFI setup and drop \"" +
                            std::string(kUnsafeInterruptsLine) + "\"");
     }
-    return makeCheck(id, CheckStatus::kWarn,
-                     "cannot tell: no /proc/interrupts lines and no intel-iommu ecap under /sys/class/iommu",
-                     "mount procfs and sysfs, or check dmesg for \"Enabled IRQ remapping\"");
+    return makeCheck(
+        id, CheckStatus::kWarn,
+        "cannot tell: no /proc/interrupts lines and no intel-iommu ecap under /sys/class/iommu",
+        "mount procfs and sysfs, or check dmesg for \"Enabled IRQ remapping\"");
   }
   if (enabled) return makeCheck(id, CheckStatus::kPass, detail);
-  if (intremapOff) detail += "; the kernel was booted with intremap=" + *intremap;
-  else if (hwYes) detail += "; the hardware supports it (ecap IR) but the kernel has not enabled it";
-  else if (hwNo) detail += "; the IOMMU does not support it (ecap IR bit clear)";
-  std::string remedy = intremapOff ? removeKernelArgRemedy("intremap=" + *intremap, boot)
-                                   : "enable Interrupt Remapping (and x2APIC) in the BIOS/UEFI setup, usually "
-                                     "beside VT-d, then reboot";
+  if (intremapOff)
+    detail += "; the kernel was booted with intremap=" + *intremap;
+  else if (hwYes)
+    detail += "; the hardware supports it (ecap IR) but the kernel has not enabled it";
+  else if (hwNo)
+    detail += "; the IOMMU does not support it (ecap IR bit clear)";
+  std::string remedy =
+      intremapOff ? removeKernelArgRemedy("intremap=" + *intremap, boot)
+                  : "enable Interrupt Remapping (and x2APIC) in the BIOS/UEFI setup, usually "
+                    "beside VT-d, then reboot";
   if (unsafe) {
-    return makeCheck(id, CheckStatus::kWarn,
-                     detail + "; vfio_iommu_type1 allow_unsafe_interrupts=1 lets VMs start anyway (a guest can "
-                              "forge interrupts)",
-                     remedy);
+    return makeCheck(
+        id, CheckStatus::kWarn,
+        detail +
+            "; vfio_iommu_type1 allow_unsafe_interrupts=1 lets VMs start anyway (a guest can "
+            "forge interrupts)",
+        remedy);
   }
   remedy += "; only if the hardware cannot: add the line \"" + std::string(kUnsafeInterruptsLine) +
             "\" to /etc/modprobe.d/vfio.conf (insecure: a guest can forge MSIs)";
-  return makeCheck(id, CheckStatus::kFail, detail + ": vfio refuses to attach devices (EPERM)", remedy);
+  return makeCheck(id, CheckStatus::kFail, detail + ": vfio refuses to attach devices (EPERM)",
+                   remedy);
 }
 
 }  // namespace
@@ -318,8 +361,8 @@ CheckResult checkInterruptRemapping(const PlatformFacts& p, const Cmdline& runni
 // ---------------------------------------------------------------------------------------------
 // Modules
 
-CheckResult checkVfioModules(const std::map<std::string, ModuleFacts>& mods, const std::string& release,
-                             Mode mode) {
+CheckResult checkVfioModules(const std::map<std::string, ModuleFacts>& mods,
+                             const std::string& release, Mode mode) {
   const char* id = "modules.vfio";
   if (!vmMode(mode)) return skipForMode(id, mode);
   std::vector<std::string> need{"vfio", "vfio_iommu_type1"};
@@ -330,43 +373,54 @@ CheckResult checkVfioModules(const std::map<std::string, ModuleFacts>& mods, con
     (it != mods.end() && it->second.available() ? present : missing).push_back(m);
   }
   std::string rel = release.empty() ? "the running kernel" : "kernel " + release;
-  if (missing.empty()) return makeCheck(id, CheckStatus::kPass, join(present, ", ") + " available for " + rel);
-  return makeCheck(id, CheckStatus::kFail,
-                   join(missing, ", ") + " not available for " + rel + " (not loaded, not built in, not in modules.dep)",
-                   "install the kernel's own module package for " + rel +
-                       " (Debian/Ubuntu: linux-image / linux-modules-extra; RHEL: kernel-modules-core), "
-                       "or build with CONFIG_VFIO, CONFIG_VFIO_PCI, CONFIG_VFIO_IOMMU_TYPE1; then run depmod");
+  if (missing.empty())
+    return makeCheck(id, CheckStatus::kPass, join(present, ", ") + " available for " + rel);
+  return makeCheck(
+      id, CheckStatus::kFail,
+      join(missing, ", ") + " not available for " + rel +
+          " (not loaded, not built in, not in modules.dep)",
+      "install the kernel's own module package for " + rel +
+          " (Debian/Ubuntu: linux-image / linux-modules-extra; RHEL: kernel-modules-core), "
+          "or build with CONFIG_VFIO, CONFIG_VFIO_PCI, CONFIG_VFIO_IOMMU_TYPE1; then run depmod");
 }
 
 CheckResult checkVgpuModules(const std::map<std::string, ModuleFacts>& mods, Mode mode) {
   const char* id = "modules.vgpu";
   if (mode != Mode::kVmVgpu) return skipForMode(id, mode);
   auto it = mods.find("nvidia_vgpu_vfio");
-  if (it != mods.end() && it->second.loaded) return makeCheck(id, CheckStatus::kPass, "nvidia_vgpu_vfio loaded");
+  if (it != mods.end() && it->second.loaded)
+    return makeCheck(id, CheckStatus::kPass, "nvidia_vgpu_vfio loaded");
   if (it != mods.end() && it->second.available()) {
     return makeCheck(id, CheckStatus::kPass, "nvidia_vgpu_vfio available");
   }
   return makeCheck(id, CheckStatus::kWarn,
-                   "nvidia_vgpu_vfio is not installed for this kernel: no vGPU manager on the host (fine only if "
+                   "nvidia_vgpu_vfio is not installed for this kernel: no vGPU manager on the host "
+                   "(fine only if "
                    "the GPU Operator's vgpu-manager container provides it)",
-                   "install the NVIDIA vGPU manager (host driver package, e.g. NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run) "
+                   "install the NVIDIA vGPU manager (host driver package, e.g. "
+                   "NVIDIA-Linux-x86_64-<ver>-vgpu-kvm.run) "
                    "for this kernel, or deploy the GPU Operator with vgpuManager.enabled=true");
 }
 
-CheckResult checkHostDriver(const std::map<std::string, ModuleFacts>& mods, const std::string& driver, Mode mode) {
+CheckResult checkHostDriver(const std::map<std::string, ModuleFacts>& mods,
+                            const std::string& driver, Mode mode) {
   const char* id = "modules.host-driver";
   if (mode == Mode::kVmPassthrough) return skipForMode(id, mode);
   const std::string m = normalizeModuleName(driver);
   auto it = mods.find(m);
-  if (it != mods.end() && it->second.loaded) return makeCheck(id, CheckStatus::kPass, m + " loaded");
-  if (it != mods.end() && it->second.available()) return makeCheck(id, CheckStatus::kPass, m + " available");
-  return makeCheck(id, CheckStatus::kWarn,
-                   m + " is not installed for this kernel (fine only if the GPU Operator's driver container "
-                       "provides it)",
-                   mode == Mode::kVmVgpu
-                       ? "install the NVIDIA vGPU manager for this kernel, or enable the GPU Operator's vgpu-manager"
-                       : "install the NVIDIA datacenter driver for this kernel (e.g. the nvidia-driver / "
-                         "nvidia-open packages, or DKMS), or enable the GPU Operator's driver container");
+  if (it != mods.end() && it->second.loaded)
+    return makeCheck(id, CheckStatus::kPass, m + " loaded");
+  if (it != mods.end() && it->second.available())
+    return makeCheck(id, CheckStatus::kPass, m + " available");
+  return makeCheck(
+      id, CheckStatus::kWarn,
+      m + " is not installed for this kernel (fine only if the GPU Operator's driver container "
+          "provides it)",
+      mode == Mode::kVmVgpu
+          ? "install the NVIDIA vGPU manager for this kernel, or enable the GPU Operator's "
+            "vgpu-manager"
+          : "install the NVIDIA datacenter driver for this kernel (e.g. the nvidia-driver / "
+            "nvidia-open packages, or DKMS), or enable the GPU Operator's driver container");
 }
 
 namespace {
@@ -376,7 +430,8 @@ CheckResult checkNouveauLoaded(const PlatformFacts& p, const Snapshot* s, const 
   auto it = p.modules.find("nouveau");
   const bool loaded = it != p.modules.end() && it->second.loaded;
   if (loaded) {
-    return makeCheck(id, CheckStatus::kFail, "nouveau is loaded: it claims NVIDIA GPUs before nvidia or vfio-pci",
+    return makeCheck(id, CheckStatus::kFail,
+                     "nouveau is loaded: it claims NVIDIA GPUs before nvidia or vfio-pci",
                      nouveauBlacklistRemedy());
   }
   // A nouveau built into the kernel is not in /proc/modules, but the devices it drives say so.
@@ -386,14 +441,16 @@ CheckResult checkNouveauLoaded(const PlatformFacts& p, const Snapshot* s, const 
       if (f.driver == "nouveau") bound.push_back(f.bdf.str());
     }
     if (!bound.empty()) {
-      return makeCheck(id, CheckStatus::kFail, "nouveau (built in) drives " + join(bound, ", "),
-                       "add \"modprobe.blacklist=nouveau nouveau.modeset=0\" to GRUB_CMDLINE_LINUX in "
-                       "/etc/default/grub, then run update-grub (or grub2-mkconfig -o /boot/grub2/grub.cfg) and "
-                       "reboot; better, use a kernel with CONFIG_DRM_NOUVEAU=m");
+      return makeCheck(
+          id, CheckStatus::kFail, "nouveau (built in) drives " + join(bound, ", "),
+          "add \"modprobe.blacklist=nouveau nouveau.modeset=0\" to GRUB_CMDLINE_LINUX in "
+          "/etc/default/grub, then run update-grub (or grub2-mkconfig -o /boot/grub2/grub.cfg) and "
+          "reboot; better, use a kernel with CONFIG_DRM_NOUVEAU=m");
     }
   }
   const bool available = it != p.modules.end() && it->second.available();
-  if (boot.blacklisted("nouveau")) return makeCheck(id, CheckStatus::kPass, "not loaded; blacklisted in modprobe.d");
+  if (boot.blacklisted("nouveau"))
+    return makeCheck(id, CheckStatus::kPass, "not loaded; blacklisted in modprobe.d");
   return makeCheck(id, CheckStatus::kPass,
                    available ? "not loaded (installed, not blacklisted)" : "not loaded");
 }
@@ -406,19 +463,21 @@ std::string noGpuDetail(const Snapshot& s, const SelectionOptions& opt) {
                                         : "device with --gpu-ids " + idList(opt.gpuIds);
   std::vector<std::string> found;
   for (const auto& f : s.pci) {
-    if (baseClass(f.classCode) == 0x03 || f.id.vendor == kNvidiaVendor) found.push_back(describeFunction(s, f.bdf));
+    if (baseClass(f.classCode) == 0x03 || f.id.vendor == kNvidiaVendor)
+      found.push_back(describeFunction(s, f.bdf));
   }
   return "no " + what + " found; display/NVIDIA functions present: " +
-         (found.empty() ? std::string("none") : join(found, ", ")) + " (" + std::to_string(s.pci.size()) +
-         " PCI functions in all)";
+         (found.empty() ? std::string("none") : join(found, ", ")) + " (" +
+         std::to_string(s.pci.size()) + " PCI functions in all)";
 }
 
 CheckResult checkGpusPresent(const Snapshot* s, const std::string& snapErr, const Selection* sel,
                              const SelectionOptions& opt) {
   const char* id = "gpu.present";
   if (!s) {
-    return makeCheck(id, CheckStatus::kFail, "cannot read PCI devices: " + snapErr,
-                     "mount sysfs on /sys, or point --root at a host root (use --image for an image)");
+    return makeCheck(
+        id, CheckStatus::kFail, "cannot read PCI devices: " + snapErr,
+        "mount sysfs on /sys, or point --root at a host root (use --image for an image)");
   }
   auto gpus = sel->gpus();
   if (gpus.empty()) {
@@ -428,9 +487,10 @@ CheckResult checkGpusPresent(const Snapshot* s, const std::string& snapErr, cons
   std::vector<std::string> names;
   for (const auto& b : gpus) names.push_back(describeFunction(*s, b));
   size_t companions = sel->targets.size() - gpus.size();
-  return makeCheck(id, CheckStatus::kPass,
-                   std::to_string(gpus.size()) + " GPU(s): " + join(names, ", ") +
-                       (companions ? "; " + std::to_string(companions) + " companion function(s)" : ""));
+  return makeCheck(
+      id, CheckStatus::kPass,
+      std::to_string(gpus.size()) + " GPU(s): " + join(names, ", ") +
+          (companions ? "; " + std::to_string(companions) + " companion function(s)" : ""));
 }
 
 CheckResult checkGroups(const Snapshot* s, const Selection* sel, Mode mode) {
@@ -438,8 +498,10 @@ CheckResult checkGroups(const Snapshot* s, const Selection* sel, Mode mode) {
   if (mode != Mode::kVmPassthrough) {
     return skipForMode(id, mode, mode == Mode::kVmVgpu ? "vGPU devices get their own groups" : "");
   }
-  if (!s || !sel || sel->gpus().empty()) return makeCheck(id, CheckStatus::kSkip, "no GPU selected (see gpu.present)");
-  if (s->iommuGroups.empty()) return makeCheck(id, CheckStatus::kSkip, "no IOMMU groups (see iommu.kernel)");
+  if (!s || !sel || sel->gpus().empty())
+    return makeCheck(id, CheckStatus::kSkip, "no GPU selected (see gpu.present)");
+  if (s->iommuGroups.empty())
+    return makeCheck(id, CheckStatus::kSkip, "no IOMMU groups (see iommu.kernel)");
   if (!sel->problems.empty()) {
     std::vector<std::string> lines;
     bool rootDisk = false;
@@ -447,9 +509,11 @@ CheckResult checkGroups(const Snapshot* s, const Selection* sel, Mode mode) {
       lines.push_back(p.describe(*s));
       rootDisk = rootDisk || p.holdsRootDisk;
     }
-    std::string remedy = "move the GPU to a slot whose root port isolates it (ACS; a CPU-attached slot), so that "
-                         "its group holds only the GPU and its audio/USB functions";
-    if (rootDisk) remedy += "; never give the root disk's group to a VM: the host would lose its disk";
+    std::string remedy =
+        "move the GPU to a slot whose root port isolates it (ACS; a CPU-attached slot), so that "
+        "its group holds only the GPU and its audio/USB functions";
+    if (rootDisk)
+      remedy += "; never give the root disk's group to a VM: the host would lose its disk";
     return makeCheck(id, CheckStatus::kFail, join(lines, "; "), remedy);
   }
   std::vector<std::string> ok;
@@ -465,19 +529,23 @@ CheckResult checkGroups(const Snapshot* s, const Selection* sel, Mode mode) {
   }
   if (!nogroup.empty()) {
     return makeCheck(id, CheckStatus::kFail, "no IOMMU group for " + join(nogroup, ", "),
-                     "check dmesg for IOMMU errors on these devices; a device without a group cannot be assigned");
+                     "check dmesg for IOMMU errors on these devices; a device without a group "
+                     "cannot be assigned");
   }
   return makeCheck(id, CheckStatus::kPass, join(ok, "; "));
 }
 
 // Ampere and newer (device ids 0x2000 and up: GA10x, GH100, AD10x, GB...) expose vGPUs through
 // SR-IOV VFs; Turing and older use mdev on the PF.
-bool expectsSriov(const PciFunction& f) { return f.id.vendor == kNvidiaVendor && f.id.device >= 0x2000; }
+bool expectsSriov(const PciFunction& f) {
+  return f.id.vendor == kNvidiaVendor && f.id.device >= 0x2000;
+}
 
 CheckResult checkSriov(const Snapshot* s, const Selection* sel, Mode mode) {
   const char* id = "gpu.sriov";
   if (mode != Mode::kVmVgpu) return skipForMode(id, mode);
-  if (!s || !sel || sel->gpus().empty()) return makeCheck(id, CheckStatus::kSkip, "no GPU selected (see gpu.present)");
+  if (!s || !sel || sel->gpus().empty())
+    return makeCheck(id, CheckStatus::kSkip, "no GPU selected (see gpu.present)");
   std::vector<std::string> bad, ok;
   for (const auto& b : sel->gpus()) {
     const auto* f = s->find(b);
@@ -485,7 +553,8 @@ CheckResult checkSriov(const Snapshot* s, const Selection* sel, Mode mode) {
     if (f->sriovTotalVfs && *f->sriovTotalVfs > 0) {
       ok.push_back(b.str() + ": " + std::to_string(*f->sriovTotalVfs) + " VFs");
     } else if (expectsSriov(*f)) {
-      bad.push_back(describeFunction(*s, b) + (f->sriovTotalVfs ? ": sriov_totalvfs is 0" : ": no sriov_totalvfs"));
+      bad.push_back(describeFunction(*s, b) +
+                    (f->sriovTotalVfs ? ": sriov_totalvfs is 0" : ": no sriov_totalvfs"));
     } else {
       ok.push_back(b.str() + ": pre-Ampere, vGPU uses mdev on the PF");
     }
@@ -497,8 +566,8 @@ CheckResult checkSriov(const Snapshot* s, const Selection* sel, Mode mode) {
   return makeCheck(id, CheckStatus::kPass, join(ok, "; "));
 }
 
-CheckResult checkBootVga(const PlatformFacts& p, const Snapshot* s, const Selection* sel, const BootConfig& boot,
-                         Mode mode) {
+CheckResult checkBootVga(const PlatformFacts& p, const Snapshot* s, const Selection* sel,
+                         const BootConfig& boot, Mode mode) {
   const char* id = "gpu.boot-vga";
   if (mode != Mode::kVmPassthrough) {
     return skipForMode(id, mode, "the host driver takes over the firmware framebuffer");
@@ -509,25 +578,29 @@ CheckResult checkBootVga(const PlatformFacts& p, const Snapshot* s, const Select
     const auto* f = s->find(b);
     if (f && f->bootVga == true) bootGpus.push_back(b);
   }
-  if (bootGpus.empty()) return makeCheck(id, CheckStatus::kPass, "no selected GPU is the boot VGA device");
-  const std::string remedy =
-      addKernelArgsRemedy("initcall_blacklist=sysfb_init", boot) +
-      " (kernels before 5.15: \"video=efifb:off video=vesafb:off\"), or make another GPU the primary display "
-      "in the BIOS/UEFI setup";
+  if (bootGpus.empty())
+    return makeCheck(id, CheckStatus::kPass, "no selected GPU is the boot VGA device");
+  const std::string remedy = addKernelArgsRemedy("initcall_blacklist=sysfb_init", boot) +
+                             " (kernels before 5.15: \"video=efifb:off video=vesafb:off\"), or "
+                             "make another GPU the primary display "
+                             "in the BIOS/UEFI setup";
   std::vector<std::string> held;
   for (const auto& b : bootGpus) {
     if (!p.framebuffers) {
-      return makeCheck(id, CheckStatus::kWarn,
-                       b.str() + " is the boot VGA device and /proc/iomem is unreadable: a firmware framebuffer "
-                                 "may hold its BAR (\"BAR 0: can't reserve\")",
-                       remedy);
+      return makeCheck(
+          id, CheckStatus::kWarn,
+          b.str() +
+              " is the boot VGA device and /proc/iomem is unreadable: a firmware framebuffer "
+              "may hold its BAR (\"BAR 0: can't reserve\")",
+          remedy);
     }
     for (const auto& fb : *p.framebuffers) {
       if (!fb.device || *fb.device == b) held.push_back(b.str() + " (" + fb.name + ")");
     }
   }
   if (held.empty()) {
-    return makeCheck(id, CheckStatus::kPass, "boot VGA GPU, but no firmware framebuffer (efifb/simpledrm/BOOTFB) holds it");
+    return makeCheck(id, CheckStatus::kPass,
+                     "boot VGA GPU, but no firmware framebuffer (efifb/simpledrm/BOOTFB) holds it");
   }
   return makeCheck(id, CheckStatus::kWarn,
                    "a firmware framebuffer holds the boot VGA GPU " + join(held, ", ") +
@@ -537,8 +610,10 @@ CheckResult checkBootVga(const PlatformFacts& p, const Snapshot* s, const Select
 
 CheckResult checkLockdown(const PlatformFacts& p, Mode mode, const std::string& hostDriver) {
   const char* id = "kernel.lockdown";
-  if (mode == Mode::kVmPassthrough) return skipForMode(id, mode, "vfio-pci is an in-tree, signed module");
-  const std::string mod = mode == Mode::kVmVgpu ? "nvidia_vgpu_vfio" : normalizeModuleName(hostDriver);
+  if (mode == Mode::kVmPassthrough)
+    return skipForMode(id, mode, "vfio-pci is an in-tree, signed module");
+  const std::string mod =
+      mode == Mode::kVmVgpu ? "nvidia_vgpu_vfio" : normalizeModuleName(hostDriver);
   auto it = p.modules.find(mod);
   const bool loaded = it != p.modules.end() && it->second.loaded;
   std::vector<std::string> why;
@@ -546,17 +621,21 @@ CheckResult checkLockdown(const PlatformFacts& p, Mode mode, const std::string& 
   if (p.secureBoot == true) why.push_back("Secure Boot is enabled");
   if (p.kernelConfig) {
     auto f = p.kernelConfig->find("CONFIG_MODULE_SIG_FORCE");
-    if (f != p.kernelConfig->end() && f->second == "y") why.push_back("the kernel enforces module signatures");
+    if (f != p.kernelConfig->end() && f->second == "y")
+      why.push_back("the kernel enforces module signatures");
   }
   if (why.empty()) {
     return makeCheck(id, CheckStatus::kPass,
-                     p.lockdown ? "lockdown is none; unsigned modules can load" : "no lockdown; unsigned modules can load");
+                     p.lockdown ? "lockdown is none; unsigned modules can load"
+                                : "no lockdown; unsigned modules can load");
   }
-  if (loaded) return makeCheck(id, CheckStatus::kPass, join(why, ", ") + ", but " + mod + " is loaded (signed)");
-  return makeCheck(id, CheckStatus::kWarn,
-                   join(why, ", ") + ": an unsigned " + mod + " module will be refused",
-                   "sign the NVIDIA modules with a key enrolled in MOK (DKMS: mokutil --import "
-                   "/var/lib/dkms/mok.pub, reboot and enroll), or disable Secure Boot in the firmware setup");
+  if (loaded)
+    return makeCheck(id, CheckStatus::kPass,
+                     join(why, ", ") + ", but " + mod + " is loaded (signed)");
+  return makeCheck(
+      id, CheckStatus::kWarn, join(why, ", ") + ": an unsigned " + mod + " module will be refused",
+      "sign the NVIDIA modules with a key enrolled in MOK (DKMS: mokutil --import "
+      "/var/lib/dkms/mok.pub, reboot and enroll), or disable Secure Boot in the firmware setup");
 }
 
 }  // namespace
@@ -566,28 +645,40 @@ CheckResult checkLockdown(const PlatformFacts& p, Mode mode, const std::string& 
 
 std::string_view toString(CheckStatus s) {
   switch (s) {
-    case CheckStatus::kPass: return "PASS";
-    case CheckStatus::kWarn: return "WARN";
-    case CheckStatus::kFail: return "FAIL";
-    case CheckStatus::kSkip: return "SKIP";
-    case CheckStatus::kInfo: return "INFO";
+    case CheckStatus::kPass:
+      return "PASS";
+    case CheckStatus::kWarn:
+      return "WARN";
+    case CheckStatus::kFail:
+      return "FAIL";
+    case CheckStatus::kSkip:
+      return "SKIP";
+    case CheckStatus::kInfo:
+      return "INFO";
   }
   return "SKIP";
 }
 
 std::string_view jsonStatus(CheckStatus s) {
   switch (s) {
-    case CheckStatus::kPass: return "pass";
-    case CheckStatus::kWarn: return "warn";
-    case CheckStatus::kFail: return "fail";
-    case CheckStatus::kSkip: return "skip";
-    case CheckStatus::kInfo: return "info";
+    case CheckStatus::kPass:
+      return "pass";
+    case CheckStatus::kWarn:
+      return "warn";
+    case CheckStatus::kFail:
+      return "fail";
+    case CheckStatus::kSkip:
+      return "skip";
+    case CheckStatus::kInfo:
+      return "info";
   }
   return "skip";
 }
 
-CheckResult makeCheck(std::string_view id, CheckStatus status, std::string detail, std::string remedy) {
-  return CheckResult{std::string(id), status, std::string(titleOf(id)), std::move(detail), std::move(remedy)};
+CheckResult makeCheck(std::string_view id, CheckStatus status, std::string detail,
+                      std::string remedy) {
+  return CheckResult{std::string(id), status, std::string(titleOf(id)), std::move(detail),
+                     std::move(remedy)};
 }
 
 CheckResult skipForMode(std::string_view id, Mode mode, std::string_view why) {
@@ -600,11 +691,21 @@ PreflightSummary PreflightReport::summary() const {
   PreflightSummary s;
   for (const auto& c : checks) {
     switch (c.status) {
-      case CheckStatus::kPass: ++s.pass; break;
-      case CheckStatus::kWarn: ++s.warn; break;
-      case CheckStatus::kFail: ++s.fail; break;
-      case CheckStatus::kSkip: ++s.skip; break;
-      case CheckStatus::kInfo: ++s.info; break;
+      case CheckStatus::kPass:
+        ++s.pass;
+        break;
+      case CheckStatus::kWarn:
+        ++s.warn;
+        break;
+      case CheckStatus::kFail:
+        ++s.fail;
+        break;
+      case CheckStatus::kSkip:
+        ++s.skip;
+        break;
+      case CheckStatus::kInfo:
+        ++s.info;
+        break;
     }
   }
   return s;
@@ -624,8 +725,8 @@ Mode preflightMode(std::optional<Mode> flag, std::optional<Mode> configured) {
 }
 
 std::vector<std::string> preflightModules(const std::string& hostDriver) {
-  std::vector<std::string> m{"vfio", "vfio_pci", "vfio_iommu_type1", "nvidia_vgpu_vfio", "nouveau",
-                             "kvm", "kvm_intel", "kvm_amd"};
+  std::vector<std::string> m{"vfio",    "vfio_pci", "vfio_iommu_type1", "nvidia_vgpu_vfio",
+                             "nouveau", "kvm",      "kvm_intel",        "kvm_amd"};
   const std::string h = normalizeModuleName(hostDriver);
   if (std::find(m.begin(), m.end(), h) == m.end()) m.push_back(h);
   return m;
@@ -651,11 +752,13 @@ bool hasLoaderEntries(const BootConfig& boot) {
 
 std::string addKernelArgsRemedy(std::string_view args, const BootConfig& boot) {
   const std::string a(args);
-  const std::string grub = "add \"" + a + "\" to GRUB_CMDLINE_LINUX in /etc/default/grub, then run update-grub "
-                                          "(or grub2-mkconfig -o /boot/grub2/grub.cfg) and reboot";
-  const std::string kernelInstall = "add \"" + a + "\" to /etc/kernel/cmdline, then run 'kernel-install add "
-                                                   "$(uname -r) /boot/vmlinuz-$(uname -r)' (Proxmox: "
-                                                   "proxmox-boot-tool refresh) and reboot";
+  const std::string grub = "add \"" + a +
+                           "\" to GRUB_CMDLINE_LINUX in /etc/default/grub, then run update-grub "
+                           "(or grub2-mkconfig -o /boot/grub2/grub.cfg) and reboot";
+  const std::string kernelInstall = "add \"" + a +
+                                    "\" to /etc/kernel/cmdline, then run 'kernel-install add "
+                                    "$(uname -r) /boot/vmlinuz-$(uname -r)' (Proxmox: "
+                                    "proxmox-boot-tool refresh) and reboot";
   const std::string bls = "run grubby --update-kernel=ALL --args=\"" + a + "\" and reboot";
   const bool g = hasSource(boot, "etc/default/grub");
   const bool k = hasSource(boot, "etc/kernel/cmdline");
@@ -682,11 +785,14 @@ std::string removeKernelArgRemedy(std::string_view arg, const BootConfig& boot) 
     const std::string key = a.substr(0, eq);
     if (cmdlineHas(c.args, key)) where.push_back(c.origin);
   }
-  std::string in = where.empty() ? "the boot loader configuration (GRUB_CMDLINE_LINUX in /etc/default/grub)"
-                                 : join(where, ", ");
+  std::string in = where.empty()
+                       ? "the boot loader configuration (GRUB_CMDLINE_LINUX in /etc/default/grub)"
+                       : join(where, ", ");
   return "remove \"" + a + "\" from " + in +
-         ", regenerate the boot configuration (update-grub, or grub2-mkconfig -o /boot/grub2/grub.cfg, or "
-         "grubby --update-kernel=ALL --remove-args=\"" + a + "\") and reboot";
+         ", regenerate the boot configuration (update-grub, or grub2-mkconfig -o "
+         "/boot/grub2/grub.cfg, or "
+         "grubby --update-kernel=ALL --remove-args=\"" +
+         a + "\") and reboot";
 }
 
 std::optional<std::string> iommuOffArg(const Cmdline& c) {
@@ -720,11 +826,14 @@ bool iommuPassthrough(const Cmdline& c) {
 
 std::string nouveauBlacklistRemedy() {
   return "add the lines \"blacklist nouveau\" and \"options nouveau modeset=0\" to "
-         "/etc/modprobe.d/blacklist-nouveau.conf, run update-initramfs -u (or dracut -f), and reboot";
+         "/etc/modprobe.d/blacklist-nouveau.conf, run update-initramfs -u (or dracut -f), and "
+         "reboot";
 }
 
-CheckResult checkBootPersistence(Mode mode, const BootConfig& boot, const std::vector<CmdlineView>& cmdlines,
-                                 const std::vector<PciId>& targets, const std::optional<KernelConfig>& config,
+CheckResult checkBootPersistence(Mode mode, const BootConfig& boot,
+                                 const std::vector<CmdlineView>& cmdlines,
+                                 const std::vector<PciId>& targets,
+                                 const std::optional<KernelConfig>& config,
                                  const std::string& hostDriver) {
   const char* id = "boot.persistence";
   // What hands devices to vfio-pci at boot.
@@ -750,17 +859,20 @@ CheckResult checkBootPersistence(Mode mode, const BootConfig& boot, const std::v
   std::vector<std::string> softdeps;
   for (const auto& m : {host, std::string("nouveau")}) {
     auto pre = boot.softdepPre(m);
-    if (std::find(pre.begin(), pre.end(), "vfio_pci") != pre.end()) softdeps.push_back("softdep " + m + " pre: vfio-pci");
+    if (std::find(pre.begin(), pre.end(), "vfio_pci") != pre.end())
+      softdeps.push_back("softdep " + m + " pre: vfio-pci");
   }
   const bool unit = !boot.enabledUnits.empty();
   std::vector<std::string> found;
-  if (unit) found.push_back(std::string(kPrepareUnit) + " enabled (" + boot.enabledUnits.front() + ")");
+  if (unit)
+    found.push_back(std::string(kPrepareUnit) + " enabled (" + boot.enabledUnits.front() + ")");
   found.insert(found.end(), idSources.begin(), idSources.end());
   found.insert(found.end(), softdeps.begin(), softdeps.end());
   if (boot.loadsAtBoot("vfio_pci")) found.push_back("vfio_pci loaded at boot");
   std::vector<PciId> missing;
   for (const auto& t : targets) {
-    if (!ids.count(t) && std::find(missing.begin(), missing.end(), t) == missing.end()) missing.push_back(t);
+    if (!ids.count(t) && std::find(missing.begin(), missing.end(), t) == missing.end())
+      missing.push_back(t);
   }
   const bool idsCover = !ids.empty() && missing.empty();
 
@@ -770,66 +882,85 @@ CheckResult checkBootPersistence(Mode mode, const BootConfig& boot, const std::v
       if (ids.count(t)) grabbed.push_back(t);
     }
     if (!grabbed.empty() || (targets.empty() && !ids.empty())) {
-      return makeCheck(id, CheckStatus::kWarn,
-                       "the boot configuration hands " + (grabbed.empty() ? std::string("devices") : idList(grabbed)) +
-                           " to vfio-pci at boot (" + join(idSources, "; ") + "): the GPUs would not reach " + host,
-                       "remove the vfio-pci ids from those files (hostprep persist --mode container rewrites "
-                       "/etc/modprobe.d/hostprep-vfio.conf), regenerate the initramfs (update-initramfs -u) and reboot");
+      return makeCheck(
+          id, CheckStatus::kWarn,
+          "the boot configuration hands " +
+              (grabbed.empty() ? std::string("devices") : idList(grabbed)) +
+              " to vfio-pci at boot (" + join(idSources, "; ") + "): the GPUs would not reach " +
+              host,
+          "remove the vfio-pci ids from those files (hostprep persist --mode container rewrites "
+          "/etc/modprobe.d/hostprep-vfio.conf), regenerate the initramfs (update-initramfs -u) and "
+          "reboot");
     }
     if (unit) return makeCheck(id, CheckStatus::kPass, found.front());
-    return makeCheck(id, CheckStatus::kInfo, host + " binds the GPUs at boot by itself; nothing to persist");
+    return makeCheck(id, CheckStatus::kInfo,
+                     host + " binds the GPUs at boot by itself; nothing to persist");
   }
 
   // persist writes (vm-passthrough) or removes (any other mode) hostprep's modprobe.d and
   // modules-load.d files; it enables no unit.
   const std::string enableUnit = "'systemctl enable " + std::string(kPrepareUnit) + "'";
-  const std::string persist = mode == Mode::kVmPassthrough
-                                  ? "run 'hostprep persist --mode vm-passthrough' (writes "
-                                    "/etc/modprobe.d/hostprep-vfio.conf), or " + enableUnit
-                                  : "run " + enableUnit + " (it re-creates the VFs and vGPU devices at every boot)";
+  const std::string persist =
+      mode == Mode::kVmPassthrough
+          ? "run 'hostprep persist --mode vm-passthrough' (writes "
+            "/etc/modprobe.d/hostprep-vfio.conf), or " +
+                enableUnit
+          : "run " + enableUnit + " (it re-creates the VFs and vGPU devices at every boot)";
   if (mode == Mode::kVmVgpu) {
     if (!ids.empty()) {
-      return makeCheck(id, CheckStatus::kWarn,
-                       "the boot configuration hands devices to vfio-pci (" + join(idSources, "; ") +
-                           "): the vGPU manager needs the GPUs on nvidia",
-                       "remove those vfio-pci ids ('hostprep persist --mode vm-vgpu' removes hostprep's "
-                       "own); " + persist);
+      return makeCheck(
+          id, CheckStatus::kWarn,
+          "the boot configuration hands devices to vfio-pci (" + join(idSources, "; ") +
+              "): the vGPU manager needs the GPUs on nvidia",
+          "remove those vfio-pci ids ('hostprep persist --mode vm-vgpu' removes hostprep's "
+          "own); " +
+              persist);
     }
     if (unit) return makeCheck(id, CheckStatus::kPass, found.front());
-    return makeCheck(id, CheckStatus::kWarn,
-                     "nothing restores SR-IOV VFs and vGPU devices at boot: they are lost on every reboot",
-                     persist);
+    return makeCheck(
+        id, CheckStatus::kWarn,
+        "nothing restores SR-IOV VFs and vGPU devices at boot: they are lost on every reboot",
+        persist);
   }
 
   // vm-passthrough
-  if (unit && (ids.empty() || idsCover)) return makeCheck(id, CheckStatus::kPass, join(found, "; "));
+  if (unit && (ids.empty() || idsCover))
+    return makeCheck(id, CheckStatus::kPass, join(found, "; "));
   if (ids.empty()) {
     return makeCheck(id, CheckStatus::kWarn,
                      "nothing hands the GPUs to vfio-pci at boot (no vfio-pci ids, softdep or " +
-                         std::string(kPrepareUnit) + "): after a reboot the host driver takes them again",
+                         std::string(kPrepareUnit) +
+                         "): after a reboot the host driver takes them again",
                      persist);
   }
   if (!missing.empty()) {
-    return makeCheck(id, CheckStatus::kWarn,
-                     "vfio-pci ids at boot miss " + idList(missing) + " (have " + join(idSources, "; ") + ")",
-                     "add them: the line \"options vfio-pci ids=" + idList([&] {
-                       std::vector<PciId> all(ids.begin(), ids.end());
-                       for (const auto& m : missing) all.push_back(m);
-                       return all;
-                     }()) + "\" in /etc/modprobe.d/hostprep-vfio.conf (or " + persist + ")");
+    return makeCheck(
+        id, CheckStatus::kWarn,
+        "vfio-pci ids at boot miss " + idList(missing) + " (have " + join(idSources, "; ") + ")",
+        "add them: the line \"options vfio-pci ids=" + idList([&] {
+          std::vector<PciId> all(ids.begin(), ids.end());
+          for (const auto& m : missing) all.push_back(m);
+          return all;
+        }()) +
+            "\" in /etc/modprobe.d/hostprep-vfio.conf (or " + persist + ")");
   }
   // ids cover the targets: will vfio-pci win the race against the host driver?
-  const bool builtin = config && config->count("CONFIG_VFIO_PCI") && config->at("CONFIG_VFIO_PCI") == "y";
+  const bool builtin =
+      config && config->count("CONFIG_VFIO_PCI") && config->at("CONFIG_VFIO_PCI") == "y";
   if (builtin && !cmdlineIds && !unit) {
-    return makeCheck(id, CheckStatus::kWarn,
-                     "vfio-pci is built into the kernel, so the modprobe.d ids are ignored",
-                     addKernelArgsRemedy("vfio-pci.ids=" + idList(std::vector<PciId>(ids.begin(), ids.end())), boot));
+    return makeCheck(
+        id, CheckStatus::kWarn,
+        "vfio-pci is built into the kernel, so the modprobe.d ids are ignored",
+        addKernelArgsRemedy("vfio-pci.ids=" + idList(std::vector<PciId>(ids.begin(), ids.end())),
+                            boot));
   }
   if (softdeps.empty() && !cmdlineIds && !unit) {
-    return makeCheck(id, CheckStatus::kWarn,
-                     join(found, "; ") + "; but no softdep makes vfio-pci load before " + host + "/nouveau",
-                     "add the lines \"softdep " + host + " pre: vfio-pci\" and \"softdep nouveau pre: vfio-pci\" to "
-                     "/etc/modprobe.d/hostprep-vfio.conf, then run update-initramfs -u (or dracut -f)");
+    return makeCheck(
+        id, CheckStatus::kWarn,
+        join(found, "; ") + "; but no softdep makes vfio-pci load before " + host + "/nouveau",
+        "add the lines \"softdep " + host +
+            " pre: vfio-pci\" and \"softdep nouveau pre: vfio-pci\" to "
+            "/etc/modprobe.d/hostprep-vfio.conf, then run update-initramfs -u (or dracut -f)");
   }
   return makeCheck(id, CheckStatus::kPass, join(found, "; "));
 }
@@ -877,7 +1008,8 @@ Result<PreflightReport> preflightHost(const HostFacts& f, const PreflightRequest
   }
   auto views = configuredCmdlines(f.boot);
   views.insert(views.begin(), CmdlineView{"running kernel (/proc/cmdline)", running});
-  c.push_back(checkBootPersistence(mode, f.boot, views, targets, p.kernelConfig, req.selection.hostDriver));
+  c.push_back(
+      checkBootPersistence(mode, f.boot, views, targets, p.kernelConfig, req.selection.hostDriver));
   c.push_back(checkLockdown(p, mode, req.selection.hostDriver));
   return rep;
 }

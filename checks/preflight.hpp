@@ -25,11 +25,11 @@
 namespace hostprep {
 
 enum class CheckStatus { kPass, kWarn, kFail, kSkip, kInfo };
-std::string_view toString(CheckStatus s);      // "PASS", "WARN", ...
-std::string_view jsonStatus(CheckStatus s);    // "pass", "warn", ...
+std::string_view toString(CheckStatus s);    // "PASS", "WARN", ...
+std::string_view jsonStatus(CheckStatus s);  // "pass", "warn", ...
 
 struct CheckResult {
-  std::string id;      // stable, e.g. "cmdline.iommu"
+  std::string id;  // stable, e.g. "cmdline.iommu"
   CheckStatus status = CheckStatus::kSkip;
   std::string title;   // short, for the text table
   std::string detail;  // what was found
@@ -93,7 +93,7 @@ std::string removeKernelArgRemedy(std::string_view arg, const BootConfig& boot);
 
 // Does the argument turn the IOMMU off ("intel_iommu=off", "amd_iommu=off", "iommu=off")?
 std::optional<std::string> iommuOffArg(const Cmdline& c);
-bool intelIommuOn(const Cmdline& c);     // intel_iommu=on (also "on,sm_on" lists)
+bool intelIommuOn(const Cmdline& c);      // intel_iommu=on (also "on,sm_on" lists)
 bool iommuPassthrough(const Cmdline& c);  // iommu=pt or iommu.passthrough=1
 
 // The mode's boot persistence, from the boot configuration (and the running cmdline, if any).
@@ -105,11 +105,11 @@ CheckResult checkBootPersistence(Mode mode, const BootConfig& boot,
                                  const std::string& hostDriver);
 
 // Module checks over one kernel's module facts (a live host's, or one installed image kernel's).
-CheckResult checkVfioModules(const std::map<std::string, ModuleFacts>& mods, const std::string& release,
-                             Mode mode);
+CheckResult checkVfioModules(const std::map<std::string, ModuleFacts>& mods,
+                             const std::string& release, Mode mode);
 CheckResult checkVgpuModules(const std::map<std::string, ModuleFacts>& mods, Mode mode);
-CheckResult checkHostDriver(const std::map<std::string, ModuleFacts>& mods, const std::string& driver,
-                            Mode mode);
+CheckResult checkHostDriver(const std::map<std::string, ModuleFacts>& mods,
+                            const std::string& driver, Mode mode);
 
 // The exact lines that keep nouveau off the GPUs.
 std::string nouveauBlacklistRemedy();

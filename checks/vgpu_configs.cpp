@@ -8,8 +8,9 @@ Result<VgpuConfigFile> readVgpuConfigs(std::string_view text, std::string_view n
   auto docs = parseDocuments(text, name);
   if (!docs) return docs.error();
   if (docs->size() != 1) {
-    return usageError(std::string(name) + " holds " + std::to_string(docs->size()) + " documents, expected one",
-                      "pass the vgpu-device-manager config or its ConfigMap");
+    return usageError(
+        std::string(name) + " holds " + std::to_string(docs->size()) + " documents, expected one",
+        "pass the vgpu-device-manager config or its ConfigMap");
   }
   const Document& doc = docs->front();
   if (kindOf(doc.body) != "ConfigMap") return parseVgpuConfig(text, name);

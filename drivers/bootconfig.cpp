@@ -54,7 +54,8 @@ std::string expandVars(std::string_view s, const std::map<std::string, std::stri
     bool braced = s[start] == '{';
     if (braced) ++start;
     size_t end = start;
-    while (end < s.size() && (std::isalnum(static_cast<unsigned char>(s[end])) || s[end] == '_')) ++end;
+    while (end < s.size() && (std::isalnum(static_cast<unsigned char>(s[end])) || s[end] == '_'))
+      ++end;
     if (end == start || (braced && (end >= s.size() || s[end] != '}'))) {
       out += s[i];
       continue;
@@ -116,8 +117,8 @@ void addGrub(const Host& host, BootConfig& out) {
   std::string text = vars["GRUB_CMDLINE_LINUX"];
   const std::string& def = vars["GRUB_CMDLINE_LINUX_DEFAULT"];
   if (!def.empty()) text += (text.empty() ? "" : " ") + def;
-  out.cmdlines.push_back({origin + " (GRUB_CMDLINE_LINUX, GRUB_CMDLINE_LINUX_DEFAULT)", text,
-                          parseCmdline(text)});
+  out.cmdlines.push_back(
+      {origin + " (GRUB_CMDLINE_LINUX, GRUB_CMDLINE_LINUX_DEFAULT)", text, parseCmdline(text)});
 }
 
 void addLoaderEntries(const Host& host, BootConfig& out) {
@@ -220,7 +221,8 @@ std::vector<ModprobeDirective> parseModprobeConf(std::string_view file, std::str
     joined.clear();
     auto words = splitWords(line);
     if (words.size() < 2) continue;
-    ModprobeDirective d{std::string(file), std::string(words[0]), normalizeModuleName(words[1]), {}};
+    ModprobeDirective d{
+        std::string(file), std::string(words[0]), normalizeModuleName(words[1]), {}};
     for (size_t i = 2; i < words.size(); ++i) d.args.emplace_back(words[i]);
     out.push_back(std::move(d));
   }
@@ -242,7 +244,8 @@ std::string parseLoaderEntryOptions(std::string_view text) {
   std::string out;
   for (auto raw : splitLines(text)) {
     auto line = trim(raw);
-    if (!startsWith(line, "options") || line.size() < 8 || (line[7] != ' ' && line[7] != '\t')) continue;
+    if (!startsWith(line, "options") || line.size() < 8 || (line[7] != ' ' && line[7] != '\t'))
+      continue;
     auto v = trim(line.substr(8));
     if (v.empty()) continue;
     out += (out.empty() ? "" : " ") + std::string(v);
@@ -264,7 +267,8 @@ bool BootConfig::blacklisted(std::string_view module) const {
   return false;
 }
 
-std::vector<std::string> BootConfig::optionValues(std::string_view module, std::string_view key) const {
+std::vector<std::string> BootConfig::optionValues(std::string_view module,
+                                                  std::string_view key) const {
   std::vector<std::string> out;
   const std::string m = normalizeModuleName(module);
   const std::string k = normKey(key);

@@ -18,7 +18,8 @@ namespace hostprep {
 
 // One place a kernel command line is configured, e.g. "etc/default/grub GRUB_CMDLINE_LINUX".
 struct CmdlineSource {
-  std::string origin;  // host path, plus the variable for GRUB ("etc/default/grub GRUB_CMDLINE_LINUX")
+  std::string
+      origin;  // host path, plus the variable for GRUB ("etc/default/grub GRUB_CMDLINE_LINUX")
   std::string text;
   Cmdline args;
 };
@@ -40,10 +41,10 @@ struct BootModule {
 };
 
 struct BootConfig {
-  std::vector<CmdlineSource> cmdlines;       // in the order listed in bootconfig.cpp
-  std::vector<ModprobeDirective> modprobe;   // etc/, run/, usr/lib/, lib/ modprobe.d
-  std::vector<BootModule> bootModules;       // modules-load.d, etc/modules, initramfs-tools
-  std::vector<std::string> enabledUnits;     // host paths of wants/ links to hostprep-prepare.service
+  std::vector<CmdlineSource> cmdlines;      // in the order listed in bootconfig.cpp
+  std::vector<ModprobeDirective> modprobe;  // etc/, run/, usr/lib/, lib/ modprobe.d
+  std::vector<BootModule> bootModules;      // modules-load.d, etc/modules, initramfs-tools
+  std::vector<std::string> enabledUnits;  // host paths of wants/ links to hostprep-prepare.service
 
   bool blacklisted(std::string_view module) const;  // "blacklist m" or "install m /bin/false|true"
   // Every value of "options <module> <key>=..." (module and key compared with '-' == '_').

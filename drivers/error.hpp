@@ -13,10 +13,10 @@ namespace hostprep {
 
 // Process exit codes, documented in the README.
 enum class Exit : int {
-  kOk = 0,        // done, or nothing to do
-  kFailed = 1,    // failed; the host was left as it was
-  kUsage = 2,     // usage error or bad input
-  kRefused = 3,   // refused: device in use, unsafe IOMMU group
+  kOk = 0,       // done, or nothing to do
+  kFailed = 1,   // failed; the host was left as it was
+  kUsage = 2,    // usage error or bad input
+  kRefused = 3,  // refused: device in use, unsafe IOMMU group
 };
 
 struct Error {
@@ -47,8 +47,8 @@ inline Error refusal(std::string message, std::string advice = {}) {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}            // NOLINT(google-explicit-constructor)
-  Result(Error error) : v_(std::move(error)) {}        // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -70,7 +70,7 @@ template <>
 class [[nodiscard]] Result<void> {
  public:
   Result() = default;
-  Result(Error error) : e_(std::move(error)) {}        // NOLINT(google-explicit-constructor)
+  Result(Error error) : e_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
   bool ok() const { return !e_.has_value(); }
   explicit operator bool() const { return ok(); }
   const Error& error() const { return *e_; }

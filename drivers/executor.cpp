@@ -77,9 +77,10 @@ Status setNumVfs(Host& h, const Step& st, const ApplyOptions& opt) {
   const int n = static_cast<int>(*want);
   if (!waitFor([&] { return readTrimmed(h, attr) == st.arg && countVirtfns(h, *st.bdf) == n; },
                milliseconds(5000))) {
-    return stepError(st, sysError("sriov_numvfs reads " + readTrimmed(h, attr).value_or("nothing") +
-                                      " with " + std::to_string(countVirtfns(h, *st.bdf)) + " VF(s)",
-                                  EIO),
+    return stepError(st,
+                     sysError("sriov_numvfs reads " + readTrimmed(h, attr).value_or("nothing") +
+                                  " with " + std::to_string(countVirtfns(h, *st.bdf)) + " VF(s)",
+                              EIO),
                      "see dmesg");
   }
   return {};
@@ -87,7 +88,8 @@ Status setNumVfs(Host& h, const Step& st, const ApplyOptions& opt) {
 
 std::vector<MdevType> liveMdevTypes(const Host& h, const Bdf& parent) {
   std::vector<MdevType> out;
-  for (const auto& id : h.list(hostPath(pciDevicePath(parent), "mdev_supported_types")).value_or(std::vector<std::string>{})) {
+  for (const auto& id : h.list(hostPath(pciDevicePath(parent), "mdev_supported_types"))
+                            .value_or(std::vector<std::string>{})) {
     const std::string dir = mdevTypePath(parent, id);
     auto avail = parseUnsigned(readTrimmed(h, hostPath(dir, "available_instances")).value_or(""));
     out.push_back({id, readTrimmed(h, hostPath(dir, "name")).value_or(id),
@@ -102,17 +104,23 @@ Status createVgpu(Host& h, const Step& st) {
   const std::string creatable = perVfPath(parent, "creatable_vgpu_types");
   // A VF's vGPU types appear once the host driver has taken it; give it a moment.
   if (!waitFor([&] { return h.exists(mdevDir) || h.exists(creatable); }, milliseconds(5000))) {
-    return stepError(st, sysError("offers no vGPU types (no mdev_supported_types, no nvidia/creatable_vgpu_types)", ENOENT),
-                     "is it bound to the vGPU manager's host driver with nvidia_vgpu_vfio loaded? see dmesg");
+    return stepError(
+        st,
+        sysError("offers no vGPU types (no mdev_supported_types, no nvidia/creatable_vgpu_types)",
+                 ENOENT),
+        "is it bound to the vGPU manager's host driver with nvidia_vgpu_vfio loaded? see dmesg");
   }
   if (h.exists(mdevDir)) {
-    if (!isValidUuid(st.uuid)) return stepError(st, sysError("bad mdev UUID '" + st.uuid + "'", EINVAL));
+    if (!isValidUuid(st.uuid))
+      return stepError(st, sysError("bad mdev UUID '" + st.uuid + "'", EINVAL));
     auto types = liveMdevTypes(h, parent);
     auto m = matchVgpuTypes(types, st.arg);
     if (m.size() != 1) {
-      return stepError(st, sysError(std::string(m.empty() ? "does not offer" : "matches more than one") +
-                                        " vGPU type " + st.arg + " (it offers: " + describeVgpuTypes(types) + ")",
-                                    m.empty() ? ENOENT : EINVAL));
+      return stepError(
+          st,
+          sysError(std::string(m.empty() ? "does not offer" : "matches more than one") +
+                       " vGPU type " + st.arg + " (it offers: " + describeVgpuTypes(types) + ")",
+                   m.empty() ? ENOENT : EINVAL));
     }
     const MdevType& t = types[m[0]];
     const std::string dev = hostPath(kMdevDevices, st.uuid);
@@ -122,8 +130,9 @@ Status createVgpu(Host& h, const Step& st) {
                        "remove it: echo 1 > /sys/bus/mdev/devices/" + st.uuid + "/remove");
     }
     if (t.available <= 0) {
-      return stepError(st, sysError("no instance of " + t.name + " left (available_instances is 0)", EUSERS),
-                       "another vGPU type or VM holds the GPU; see 'hostprep status'");
+      return stepError(
+          st, sysError("no instance of " + t.name + " left (available_instances is 0)", EUSERS),
+          "another vGPU type or VM holds the GPU; see 'hostprep status'");
     }
     if (auto s = h.writeAttr(hostPath(mdevTypePath(parent, t.id), "create"), st.uuid); !s) {
       return stepError(st, s.error(), "see dmesg for the vGPU manager's message");
@@ -137,25 +146,31 @@ Status createVgpu(Host& h, const Step& st) {
   auto offered = parseCreatableVgpuTypes(h.read(creatable).value_or(""));
   auto c = matchVgpuTypes(offered, st.arg);
   if (c.size() != 1) {
-    return stepError(st, sysError(std::string(c.empty() ? "cannot create" : "matches more than one") +
-                                      " vGPU type " + st.arg + " (creatable: " + describeVgpuTypes(offered) + ")",
-                                  c.empty() ? ENOENT : EINVAL),
-                     "another vGPU type or VM holds the GPU; see 'hostprep status'");
+    return stepError(
+        st,
+        sysError(std::string(c.empty() ? "cannot create" : "matches more than one") +
+                     " vGPU type " + st.arg + " (creatable: " + describeVgpuTypes(offered) + ")",
+                 c.empty() ? ENOENT : EINVAL),
+        "another vGPU type or VM holds the GPU; see 'hostprep status'");
   }
   const std::string id = offered[c[0]].id;
   const std::string now = readTrimmed(h, current).value_or("0");
   if (now == id) return {};
-  if (now != "0") return stepError(st, sysError("current_vgpu_type is " + now, EBUSY), "write 0 to it first");
+  if (now != "0")
+    return stepError(st, sysError("current_vgpu_type is " + now, EBUSY), "write 0 to it first");
   if (auto s = h.writeAttr(current, id); !s) return stepError(st, s.error(), "see dmesg");
   if (readTrimmed(h, current) != id) {
-    return stepError(st, sysError("current_vgpu_type reads " + readTrimmed(h, current).value_or("nothing"), EIO));
+    return stepError(
+        st,
+        sysError("current_vgpu_type reads " + readTrimmed(h, current).value_or("nothing"), EIO));
   }
   return {};
 }
 
 Status removeVgpu(Host& h, const Step& st) {
   if (!st.uuid.empty()) {
-    if (!isValidUuid(st.uuid)) return stepError(st, sysError("bad mdev UUID '" + st.uuid + "'", EINVAL));
+    if (!isValidUuid(st.uuid))
+      return stepError(st, sysError("bad mdev UUID '" + st.uuid + "'", EINVAL));
     const std::string dev = hostPath(kMdevDevices, st.uuid);
     if (!h.exists(dev)) return {};
     if (auto s = h.writeAttr(hostPath(dev, "remove"), "1"); !s) {
@@ -171,7 +186,8 @@ Status removeVgpu(Host& h, const Step& st) {
   if (auto s = h.writeAttr(current, "0"); !s) {
     return stepError(st, s.error(), "a VM may still use the VF: stop the VM");
   }
-  if (readTrimmed(h, current) != "0") return stepError(st, sysError("current_vgpu_type is not 0", EBUSY));
+  if (readTrimmed(h, current) != "0")
+    return stepError(st, sysError("current_vgpu_type is not 0", EBUSY));
   return {};
 }
 
@@ -203,8 +219,8 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
         // device's driver_override now would block us too. Report without touching it.
         return stepError(st, s.error(),
                          "the driver's remove() is blocked, usually because a process holds the "
-                         "device; find it with 'fuser -v " + join(opt.holderNodes, " ") +
-                             "', stop it, and run again");
+                         "device; find it with 'fuser -v " +
+                             join(opt.holderNodes, " ") + "', stop it, and run again");
       }
       auto now = readLinkName(h, hostPath(dev, "driver"));
       if (!s) {
@@ -238,10 +254,14 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
       }
       return {};
     }
-    case StepKind::kUnbindLock: return takeUnbindLock(h, st);
-    case StepKind::kSetNumVfs: return setNumVfs(h, st, opt);
-    case StepKind::kCreateVgpu: return createVgpu(h, st);
-    case StepKind::kRemoveVgpu: return removeVgpu(h, st);
+    case StepKind::kUnbindLock:
+      return takeUnbindLock(h, st);
+    case StepKind::kSetNumVfs:
+      return setNumVfs(h, st, opt);
+    case StepKind::kCreateVgpu:
+      return createVgpu(h, st);
+    case StepKind::kRemoveVgpu:
+      return removeVgpu(h, st);
   }
   return {};
 }
@@ -271,8 +291,8 @@ Status removeNewVgpus(Kernel& k, const Journal& jr) {
                    ? k.host.writeAttr(hostPath(kMdevDevices, d.uuid, "remove"), "1")
                    : k.host.writeAttr(perVfPath(d.parent, "current_vgpu_type"), "0");
     if (!s && first.ok()) {
-      first = sysError(d.parent.str() + ": cannot remove vGPU " + (d.uuid.empty() ? d.typeId : d.uuid) +
-                           ": " + s.error().message,
+      first = sysError(d.parent.str() + ": cannot remove vGPU " +
+                           (d.uuid.empty() ? d.typeId : d.uuid) + ": " + s.error().message,
                        s.error().err, "stop the VM using it, then run again");
     }
   }
@@ -291,9 +311,10 @@ Status recreateVgpus(Kernel& k, const Journal& jr) {
                    ? k.host.writeAttr(hostPath(mdevTypePath(o.parent, o.typeId), "create"), o.uuid)
                    : k.host.writeAttr(perVfPath(o.parent, "current_vgpu_type"), o.typeId);
     if (!s && first.ok()) {
-      first = sysError(o.parent.str() + ": cannot create vGPU " + (o.uuid.empty() ? o.typeId : o.uuid) +
-                           " again: " + s.error().message,
-                       s.error().err, "create it by hand, or run 'hostprep prepare --mode vm-vgpu'");
+      first =
+          sysError(o.parent.str() + ": cannot create vGPU " + (o.uuid.empty() ? o.typeId : o.uuid) +
+                       " again: " + s.error().message,
+                   s.error().err, "create it by hand, or run 'hostprep prepare --mode vm-vgpu'");
     }
   }
   return first;
@@ -314,8 +335,10 @@ Status restoreNumVfs(Kernel& k, const Bdf& pf, int want, const ApplyOptions& opt
     return h.writeAttr(attr, std::to_string(want), opt.unbindTimeout);
   };
   auto fail = [&](const Error& e) {
-    return sysError(pf.str() + ": cannot put sriov_numvfs back to " + std::to_string(want) + ": " + e.message,
-                    e.err, "echo " + std::to_string(want) + " > /sys/bus/pci/devices/" + pf.str() + "/sriov_numvfs");
+    return sysError(
+        pf.str() + ": cannot put sriov_numvfs back to " + std::to_string(want) + ": " + e.message,
+        e.err,
+        "echo " + std::to_string(want) + " > /sys/bus/pci/devices/" + pf.str() + "/sriov_numvfs");
   };
   if (!h.exists(attr) || now() == static_cast<uint64_t>(want)) return {};
   auto s = write();
@@ -323,7 +346,8 @@ Status restoreNumVfs(Kernel& k, const Bdf& pf, int want, const ApplyOptions& opt
   if (s.error().err != ENOENT) return fail(s.error());
   const DeviceState before = readState(h, pf);
   if (h.exists(unbindLockPath(pf))) (void)h.writeAttr(unbindLockPath(pf), "1");
-  if (auto r = restoreDevice(k, pf, {std::string("pci-pf-stub"), std::string("pci-pf-stub")}, opt); !r) {
+  if (auto r = restoreDevice(k, pf, {std::string("pci-pf-stub"), std::string("pci-pf-stub")}, opt);
+      !r) {
     (void)restoreDevice(k, pf, before, opt);
     return fail(r.error());
   }
@@ -397,7 +421,8 @@ std::vector<Holder> planHolders(const Host& host, const Plan& plan, const ApplyO
       globs.insert(globs.end(), opt.holderNodes.begin(), opt.holderNodes.end());
     } else if (isVfioDriver(st.arg)) {
       for (const auto& mv : plan.moves) {
-        if (mv.bdf == *st.bdf && mv.group) globs.push_back("/dev/vfio/" + std::to_string(*mv.group));
+        if (mv.bdf == *st.bdf && mv.group)
+          globs.push_back("/dev/vfio/" + std::to_string(*mv.group));
       }
     }
   }
@@ -429,14 +454,16 @@ Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const A
     }
   }
   if (cur.driver && cur.driver != want.driver) {
-    auto s = h.writeAttr(hostPath(pciDriverPath(*cur.driver), "unbind"), bdf.str(), opt.unbindTimeout);
+    auto s =
+        h.writeAttr(hostPath(pciDriverPath(*cur.driver), "unbind"), bdf.str(), opt.unbindTimeout);
     if (!s && s.error().err != ENODEV) return fail("unbind from " + *cur.driver, s.error());
   }
   if (want.driver && readState(h, bdf).driver != want.driver) {
     if (!h.exists(pciDriverPath(*want.driver))) {
       if (auto s = k.modules.load(*want.driver); !s) return fail("load", s.error());
     }
-    auto s = h.writeAttr(hostPath(pciDriverPath(*want.driver), "bind"), bdf.str(), opt.unbindTimeout);
+    auto s =
+        h.writeAttr(hostPath(pciDriverPath(*want.driver), "bind"), bdf.str(), opt.unbindTimeout);
     if (!s && readState(h, bdf).driver != want.driver) return fail("bind", s.error());
   }
   DeviceState now = readState(h, bdf);
@@ -478,8 +505,10 @@ bool laneable(const Plan& plan) {
       case StepKind::kUnbindLock:
       case StepKind::kSetNumVfs:
       case StepKind::kCreateVgpu:
-      case StepKind::kRemoveVgpu: return false;
-      default: break;
+      case StepKind::kRemoveVgpu:
+        return false;
+      default:
+        break;
     }
   }
   return true;
@@ -569,7 +598,8 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
     }
     if (opt.afterStep && !opt.afterStep(i)) {
       abandoned = true;
-      if (!failure) failure = sysError("stopped after step " + std::to_string(i) + " (test hook)", EINTR);
+      if (!failure)
+        failure = sysError("stopped after step " + std::to_string(i) + " (test hook)", EINTR);
       stop = true;
       return false;
     }
@@ -631,8 +661,8 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
       e.advice += std::string(e.advice.empty() ? "" : "; ") +
                   "every device was put back on its original driver";
     } else {
-      e.advice += std::string(e.advice.empty() ? "" : "; ") + "ROLLBACK FAILED: " +
-                  rb.error().describe() +
+      e.advice += std::string(e.advice.empty() ? "" : "; ") +
+                  "ROLLBACK FAILED: " + rb.error().describe() +
                   "; the journal stays in /run/hostprep/ and the next run retries";
     }
     return e;

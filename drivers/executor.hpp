@@ -32,8 +32,8 @@ struct ApplyOptions {
   // Called once per device when its last step is verified (or when it fails); never
   // concurrently.
   std::function<void(const DeviceMove&, const Status&)> onDevice;
-  // Called after step k is done (never concurrently); returning false abandons the run on the spot with no rollback,
-  // exactly like a crash (tests use it; test builds also wire it to SIGKILL).
+  // Called after step k is done (never concurrently); returning false abandons the run on the spot
+  // with no rollback, exactly like a crash (tests use it; test builds also wire it to SIGKILL).
   std::function<bool(size_t k)> afterStep;
 };
 

@@ -12,7 +12,7 @@ namespace hostprep {
 struct Holder {
   int pid = 0;
   std::string comm;
-  std::string node;  // "/dev/nvidia0"
+  std::string node;              // "/dev/nvidia0"
   std::string describe() const;  // "pid 4242 (nvidia-persistenced) holds /dev/nvidia0"
 };
 

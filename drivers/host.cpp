@@ -176,7 +176,8 @@ Result<std::string> RootHost::read(std::string_view path, size_t cap) const {
     }
     if (n == 0) break;
     if (out.size() + static_cast<size_t>(n) > cap) {
-      return sysError("cannot read " + p + ": larger than " + std::to_string(cap) + " bytes", EFBIG);
+      return sysError("cannot read " + p + ": larger than " + std::to_string(cap) + " bytes",
+                      EFBIG);
     }
     out.append(buf.data(), static_cast<size_t>(n));
   }
@@ -213,7 +214,8 @@ bool RootHost::exists(std::string_view path) const {
   return ::lstat(resolve(path).c_str(), &st) == 0;
 }
 
-Result<std::string> RootHost::readAttr(std::string_view path, std::chrono::milliseconds timeout) const {
+Result<std::string> RootHost::readAttr(std::string_view path,
+                                       std::chrono::milliseconds timeout) const {
   if (auto e = unsafePath(path)) return *e;
   const std::string p = resolve(path);
   auto r = timedRead(p, timeout);
@@ -227,7 +229,8 @@ Status RootHost::writeAttr(std::string_view path, std::string_view data,
   const std::string p = resolve(path);
   if (timeout) {
     auto s = timedWrite(p, data, *timeout);
-    if (!s) return sysError("cannot write '" + std::string(trim(data)) + "' to " + p, s.error().err);
+    if (!s)
+      return sysError("cannot write '" + std::string(trim(data)) + "' to " + p, s.error().err);
     return s;
   }
   int fd = ::open(p.c_str(), O_WRONLY | O_CLOEXEC);

@@ -41,7 +41,8 @@ class Host {
   // take the device lock, which a pending unbind holds for as long as the driver's remove()
   // runs. The read runs in a child process; one the kernel has not answered in time returns
   // ETIMEDOUT (the child is left to finish on its own). At most 4 KiB.
-  virtual Result<std::string> readAttr(std::string_view path, std::chrono::milliseconds timeout) const = 0;
+  virtual Result<std::string> readAttr(std::string_view path,
+                                       std::chrono::milliseconds timeout) const = 0;
 
   // A write to a kernel attribute (sysfs, procfs). With a timeout, the write runs in a child
   // process; one the kernel has not answered in time returns ETIMEDOUT and is left to finish on
@@ -67,7 +68,8 @@ class RootHost final : public Host {
   Result<std::string> readLink(std::string_view path) const override;
   Result<std::vector<std::string>> list(std::string_view dir) const override;
   bool exists(std::string_view path) const override;
-  Result<std::string> readAttr(std::string_view path, std::chrono::milliseconds timeout) const override;
+  Result<std::string> readAttr(std::string_view path,
+                               std::chrono::milliseconds timeout) const override;
   Status writeAttr(std::string_view path, std::string_view data,
                    std::optional<std::chrono::milliseconds> timeout = std::nullopt) override;
   Status writeFileAtomic(std::string_view path, std::string_view data, mode_t mode = 0644) override;

@@ -85,7 +85,8 @@ Result<Bdf> bdfField(const json& j, const std::string& where) {
   auto it = j.find("bdf");
   if (it == j.end() || !it->is_string()) return bad(where + ": no \"bdf\" string");
   auto b = parseBdf(it->get<std::string>());
-  if (!b) return bad(where + ": '" + quoteUntrusted(it->get<std::string>()) + "' is not a PCI address");
+  if (!b)
+    return bad(where + ": '" + quoteUntrusted(it->get<std::string>()) + "' is not a PCI address");
   return *b;
 }
 
@@ -105,7 +106,8 @@ Result<Journal> parseJournalJson(const json& j) {
   }
   auto devices = j.value("devices", json::array());
   auto steps = j.value("steps", json::array());
-  if (!devices.is_array() || !steps.is_array()) return bad("\"devices\" and \"steps\" must be arrays");
+  if (!devices.is_array() || !steps.is_array())
+    return bad("\"devices\" and \"steps\" must be arrays");
   for (size_t i = 0; i < devices.size(); ++i) {
     const json& d = devices[i];
     const std::string where = "devices[" + std::to_string(i) + "]";
@@ -128,7 +130,8 @@ Result<Journal> parseJournalJson(const json& j) {
       if (!p) return p.error();
       pending = *p;
       if (pending) {
-        if (auto v = checkDriverName(where + " pending_unbind", *pending); !v) return bad(v.error().message);
+        if (auto v = checkDriverName(where + " pending_unbind", *pending); !v)
+          return bad(v.error().message);
       }
     }
     jr.devices.push_back({*bdf, st, pending});
@@ -140,7 +143,9 @@ Result<Journal> parseJournalJson(const json& j) {
     auto kindIt = s.find("kind");
     if (kindIt == s.end() || !kindIt->is_string()) return bad(where + ": no kind");
     auto kind = parseStepKind(kindIt->get<std::string>());
-    if (!kind) return bad(where + ": unknown step kind '" + quoteUntrusted(kindIt->get<std::string>()) + "'");
+    if (!kind)
+      return bad(where + ": unknown step kind '" + quoteUntrusted(kindIt->get<std::string>()) +
+                 "'");
     Step st{*kind, std::nullopt, {}, std::nullopt, {}};
     if (auto a = s.find("arg"); a != s.end()) {
       if (!a->is_string()) return bad(where + ": \"arg\" is not a string");
@@ -157,7 +162,8 @@ Result<Journal> parseJournalJson(const json& j) {
       st.group = static_cast<int>(*group);
     }
     if (auto u = s.find("uuid"); u != s.end()) {
-      if (!u->is_string() || !isValidUuid(u->get<std::string>())) return bad(where + ": \"uuid\" is not a UUID");
+      if (!u->is_string() || !isValidUuid(u->get<std::string>()))
+        return bad(where + ": \"uuid\" is not a UUID");
       st.uuid = u->get<std::string>();
     }
     if (auto v = checkStep(st); !v) return bad(where + ": " + v.error().message);
@@ -173,12 +179,14 @@ Result<Journal> parseJournalJson(const json& j) {
   auto bdfString = [](const json& v, const std::string& where) -> Result<Bdf> {
     if (!v.is_string()) return bad(where + ": not a PCI address string");
     auto b = parseBdf(v.get<std::string>());
-    if (!b) return bad(where + ": '" + quoteUntrusted(v.get<std::string>()) + "' is not a PCI address");
+    if (!b)
+      return bad(where + ": '" + quoteUntrusted(v.get<std::string>()) + "' is not a PCI address");
     return *b;
   };
   for (size_t i = 0; i < sriov.size(); ++i) {
     const std::string where = "sriov[" + std::to_string(i) + "]";
-    if (!sriov[i].is_object() || !sriov[i].contains("pf")) return bad(where + ": not an object with \"pf\"");
+    if (!sriov[i].is_object() || !sriov[i].contains("pf"))
+      return bad(where + ": not an object with \"pf\"");
     auto pf = bdfString(sriov[i].at("pf"), where);
     if (!pf) return pf.error();
     auto n = intField(sriov[i], "numvfs", 0, 4096);
@@ -193,7 +201,8 @@ Result<Journal> parseJournalJson(const json& j) {
   for (size_t i = 0; i < vgpus.size(); ++i) {
     const json& v = vgpus[i];
     const std::string where = "vgpus[" + std::to_string(i) + "]";
-    if (!v.is_object() || !v.contains("parent") || !v.contains("type") || !v.at("type").is_string()) {
+    if (!v.is_object() || !v.contains("parent") || !v.contains("type") ||
+        !v.at("type").is_string()) {
       return bad(where + ": not an object with \"parent\" and \"type\"");
     }
     VgpuDevice d;
@@ -210,7 +219,8 @@ Result<Journal> parseJournalJson(const json& j) {
       d.group = static_cast<int>(*group);
     }
     // These become paths on rollback: only what sysfs itself could have named.
-    if (d.iface == VgpuInterface::kMdev && !isValidUuid(d.uuid)) return bad(where + ": \"uuid\" is not a UUID");
+    if (d.iface == VgpuInterface::kMdev && !isValidUuid(d.uuid))
+      return bad(where + ": \"uuid\" is not a UUID");
     if (auto c = checkPathComponent(where + " type", d.typeId); !c) return bad(c.error().message);
     jr.vgpus.push_back(std::move(d));
   }
@@ -219,7 +229,6 @@ Result<Journal> parseJournalJson(const json& j) {
   jr.next = static_cast<size_t>(*next);
   return jr;
 }
-
 
 // How deeply arrays and objects nest (outside strings). A journal nests three deep; a hostile
 // one must not make the parser or the destructor recurse a million times.
@@ -266,8 +275,9 @@ Result<std::optional<Journal>> readJournal(const Host& host) {
   if (!j) {
     Error e = j.error();
     e.message = host.resolve(kJournalPath).string() + ": " + e.message;
-    e.advice = "the journal of an interrupted run is unreadable; check every GPU's driver by hand "
-               "('hostprep status'), then remove the file";
+    e.advice =
+        "the journal of an interrupted run is unreadable; check every GPU's driver by hand "
+        "('hostprep status'), then remove the file";
     return e;
   }
   return std::optional<Journal>(std::move(*j));

@@ -41,10 +41,10 @@ struct Journal {
   int pid = 0;
   std::vector<JournalDevice> devices;  // every device the plan may touch, in plan order
   std::vector<Step> steps;
-  size_t next = 0;  // 0, or the step whose unbind was left pending (for the reader)
-  std::vector<JournalSriov> sriov;     // PFs whose VF count the plan changes, with the original
-  std::vector<Bdf> vgpuGpus;           // GPUs whose vGPU devices (on the PF and its VFs) it covers
-  std::vector<VgpuDevice> vgpus;       // the vGPU devices on those before the run
+  size_t next = 0;                  // 0, or the step whose unbind was left pending (for the reader)
+  std::vector<JournalSriov> sriov;  // PFs whose VF count the plan changes, with the original
+  std::vector<Bdf> vgpuGpus;        // GPUs whose vGPU devices (on the PF and its VFs) it covers
+  std::vector<VgpuDevice> vgpus;    // the vGPU devices on those before the run
 };
 
 std::string toJson(const Journal& j);

@@ -39,8 +39,8 @@ class KmodLoader final : public ModuleLoader {
     }
     auto list = lookup(module);
     if (!list) {
-      return sysError("cannot load module " + module + ": not found for kernel " + release_,
-                      ENOENT, "install the module for this kernel, then run depmod");
+      return sysError("cannot load module " + module + ": not found for kernel " + release_, ENOENT,
+                      "install the module for this kernel, then run depmod");
     }
     kmod_list* it = nullptr;
     kmod_list_foreach(it, list.get()) {

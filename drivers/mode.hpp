@@ -14,9 +14,12 @@ inline constexpr std::string_view kVgpuConfigLabel = "nvidia.com/vgpu.config";
 
 constexpr std::string_view toString(Mode m) {
   switch (m) {
-    case Mode::kContainer: return "container";
-    case Mode::kVmPassthrough: return "vm-passthrough";
-    case Mode::kVmVgpu: return "vm-vgpu";
+    case Mode::kContainer:
+      return "container";
+    case Mode::kVmPassthrough:
+      return "vm-passthrough";
+    case Mode::kVmVgpu:
+      return "vm-vgpu";
   }
   return "container";
 }

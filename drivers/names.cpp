@@ -60,30 +60,33 @@ Status checkDriverName(std::string_view what, std::string_view name) {
   if (isValidModuleName(name)) return {};
   std::string why = pathComponentProblem(name, 64);
   if (why.empty()) why = "contains a character outside [A-Za-z0-9_-]";
-  return usageError(std::string(what) + ": '" + quoteUntrusted(name) + "' is not a driver name: " + why,
-                    "a driver or module name has letters, digits, '_' and '-' only, at most 64 "
-                    "characters");
+  return usageError(
+      std::string(what) + ": '" + quoteUntrusted(name) + "' is not a driver name: " + why,
+      "a driver or module name has letters, digits, '_' and '-' only, at most 64 "
+      "characters");
 }
 
 Status checkPathComponent(std::string_view what, std::string_view name, size_t maxLen) {
   auto why = pathComponentProblem(name, maxLen);
   if (why.empty()) return {};
-  return usageError(std::string(what) + ": '" + quoteUntrusted(name) + "' is not a safe name: " + why,
-                    "a name must not contain '/', NUL or control characters, nor be '.' or '..'");
+  return usageError(
+      std::string(what) + ": '" + quoteUntrusted(name) + "' is not a safe name: " + why,
+      "a name must not contain '/', NUL or control characters, nor be '.' or '..'");
 }
 
 Status checkConfigPath(std::string_view what, std::string_view path) {
   std::string why = path.empty() ? "is empty" : hostPathProblem(path);
   if (why.empty()) return {};
-  return usageError(std::string(what) + ": '" + quoteUntrusted(path) + "' is not a usable path: " + why,
-                    "give the path without '..' components");
+  return usageError(
+      std::string(what) + ": '" + quoteUntrusted(path) + "' is not a usable path: " + why,
+      "give the path without '..' components");
 }
 
 bool isValidKernelRelease(std::string_view r) {
   if (r.empty() || r.size() > 64 || r == "." || r == "..") return false;
   return std::all_of(r.begin(), r.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-' || c == '+' || c == '~';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-' || c == '+' || c == '~';
   });
 }
 

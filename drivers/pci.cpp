@@ -72,29 +72,50 @@ bool isCompanionClass(uint32_t cls) {
 
 std::string className(uint32_t cls) {
   switch (classPrefix(cls)) {
-    case 0x0300: return "VGA controller";
-    case 0x0302: return "3D controller";
-    case 0x0403: return "audio device";
-    case 0x0c03: return "USB controller";
-    case 0x0c80: return "serial bus controller";
-    case 0x0108: return "NVMe controller";
-    case 0x0106: return "SATA controller";
-    case 0x0104: return "RAID controller";
-    case 0x0200: return "Ethernet controller";
-    case 0x0207: return "InfiniBand controller";
-    case 0x0604: return "PCI bridge";
-    case 0x0600: return "host bridge";
-    case 0x0680: return "bridge";
-    default: break;
+    case 0x0300:
+      return "VGA controller";
+    case 0x0302:
+      return "3D controller";
+    case 0x0403:
+      return "audio device";
+    case 0x0c03:
+      return "USB controller";
+    case 0x0c80:
+      return "serial bus controller";
+    case 0x0108:
+      return "NVMe controller";
+    case 0x0106:
+      return "SATA controller";
+    case 0x0104:
+      return "RAID controller";
+    case 0x0200:
+      return "Ethernet controller";
+    case 0x0207:
+      return "InfiniBand controller";
+    case 0x0604:
+      return "PCI bridge";
+    case 0x0600:
+      return "host bridge";
+    case 0x0680:
+      return "bridge";
+    default:
+      break;
   }
   switch (baseClass(cls)) {
-    case 0x01: return "storage controller";
-    case 0x02: return "network controller";
-    case 0x03: return "display controller";
-    case 0x04: return "multimedia device";
-    case 0x06: return "bridge";
-    case 0x0c: return "serial bus controller";
-    default: return "device";
+    case 0x01:
+      return "storage controller";
+    case 0x02:
+      return "network controller";
+    case 0x03:
+      return "display controller";
+    case 0x04:
+      return "multimedia device";
+    case 0x06:
+      return "bridge";
+    case 0x0c:
+      return "serial bus controller";
+    default:
+      return "device";
   }
 }
 

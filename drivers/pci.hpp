@@ -60,7 +60,7 @@ struct PciFunction {
   std::optional<std::string> driver;          // the bound driver, nullopt when none
   std::optional<std::string> driverOverride;  // nullopt when unset ("(null)")
   std::optional<int> iommuGroup;
-  std::optional<Bdf> physfn;      // set on SR-IOV virtual functions
+  std::optional<Bdf> physfn;  // set on SR-IOV virtual functions
   std::vector<Bdf> virtfns;
   std::optional<int> sriovTotalVfs;
   std::optional<int> sriovNumVfs;
@@ -70,7 +70,7 @@ struct PciFunction {
   std::optional<bool> bootVga;
   std::optional<int> numaNode;
   std::string modalias;
-  std::vector<Bdf> consumers;     // from "consumer:pci:<BDF>" device links
+  std::vector<Bdf> consumers;          // from "consumer:pci:<BDF>" device links
   std::vector<std::string> mdevTypes;  // mdev_supported_types entries, when an mdev parent
   // An unbind of this function is still running in the kernel (the driver's remove() is blocked)
   // and holds its device lock: driverOverride and sriovNumVfs were not read (they would block).

@@ -53,8 +53,9 @@ std::string withInitramfsBlock(std::string_view current, const std::vector<std::
   return out;
 }
 
-PersistPlan makePersistPlan(const Snapshot& s, const Selection& sel, Mode mode,
-                            const std::function<std::optional<std::string>(std::string_view)>& current) {
+PersistPlan makePersistPlan(
+    const Snapshot& s, const Selection& sel, Mode mode,
+    const std::function<std::optional<std::string>(std::string_view)>& current) {
   PersistPlan p;
   const bool passthrough = mode == Mode::kVmPassthrough;
   std::optional<std::string> modprobe, modulesLoad;
@@ -71,15 +72,17 @@ PersistPlan makePersistPlan(const Snapshot& s, const Selection& sel, Mode mode,
     // vfio-pci.ids takes every function with the id, selected or not.
     for (const auto& f : s.pci) {
       if (ids.count(f.id) && !sel.find(f.bdf) && !f.isVf()) {
-        p.warnings.push_back(f.bdf.str() + " (" + toString(f.id) + ") is not selected but shares an id " +
+        p.warnings.push_back(f.bdf.str() + " (" + toString(f.id) +
+                             ") is not selected but shares an id " +
                              "with a selected device: vfio-pci will claim it at boot too");
       }
     }
     std::vector<std::string> idList;
     for (const auto& id : ids) idList.push_back(toString(id));
-    std::string m = "# Written by 'hostprep persist --mode vm-passthrough'; removed by any other mode.\n"
-                    "# vfio-pci claims the selected GPUs and their companions at boot, before their\n"
-                    "# host drivers load.\n";
+    std::string m =
+        "# Written by 'hostprep persist --mode vm-passthrough'; removed by any other mode.\n"
+        "# vfio-pci claims the selected GPUs and their companions at boot, before their\n"
+        "# host drivers load.\n";
     if (!idList.empty()) m += "options vfio-pci ids=" + join(idList, ",") + "\n";
     for (const auto& d : softdeps) m += "softdep " + d + " pre: vfio-pci\n";
     modprobe = m;

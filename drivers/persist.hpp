@@ -21,7 +21,8 @@ namespace hostprep {
 inline constexpr std::string_view kPersistModprobe = "etc/modprobe.d/hostprep-vfio.conf";
 inline constexpr std::string_view kPersistModulesLoad = "etc/modules-load.d/hostprep-vfio.conf";
 inline constexpr std::string_view kInitramfsModules = "etc/initramfs-tools/modules";
-inline constexpr std::string_view kInitramfsBegin = "# BEGIN hostprep (managed by 'hostprep persist'; do not edit)";
+inline constexpr std::string_view kInitramfsBegin =
+    "# BEGIN hostprep (managed by 'hostprep persist'; do not edit)";
 inline constexpr std::string_view kInitramfsEnd = "# END hostprep";
 
 struct PersistFile {
@@ -44,8 +45,9 @@ std::string withInitramfsBlock(std::string_view current, const std::vector<std::
 
 // The files for a mode: vm-passthrough writes them, any other mode removes them. `current`
 // reads the files as they are now (nullopt when absent).
-PersistPlan makePersistPlan(const Snapshot& s, const Selection& sel, Mode mode,
-                            const std::function<std::optional<std::string>(std::string_view)>& current);
+PersistPlan makePersistPlan(
+    const Snapshot& s, const Selection& sel, Mode mode,
+    const std::function<std::optional<std::string>(std::string_view)>& current);
 
 Status applyPersistPlan(Host& host, const PersistPlan& p);
 

@@ -12,11 +12,16 @@ namespace hostprep {
 namespace {
 
 constexpr std::pair<StepKind, std::string_view> kStepNames[] = {
-    {StepKind::kLoadModule, "load-module"},  {StepKind::kSetOverride, "set-override"},
-    {StepKind::kUnbind, "unbind"},           {StepKind::kProbe, "probe"},
-    {StepKind::kVerifyDriver, "verify-driver"}, {StepKind::kVerifyVfioGroup, "verify-vfio-group"},
-    {StepKind::kUnbindLock, "acquire-unbind-lock"}, {StepKind::kSetNumVfs, "set-numvfs"},
-    {StepKind::kCreateVgpu, "create-vgpu"},  {StepKind::kRemoveVgpu, "remove-vgpu"},
+    {StepKind::kLoadModule, "load-module"},
+    {StepKind::kSetOverride, "set-override"},
+    {StepKind::kUnbind, "unbind"},
+    {StepKind::kProbe, "probe"},
+    {StepKind::kVerifyDriver, "verify-driver"},
+    {StepKind::kVerifyVfioGroup, "verify-vfio-group"},
+    {StepKind::kUnbindLock, "acquire-unbind-lock"},
+    {StepKind::kSetNumVfs, "set-numvfs"},
+    {StepKind::kCreateVgpu, "create-vgpu"},
+    {StepKind::kRemoveVgpu, "remove-vgpu"},
 };
 
 struct Builder {
@@ -58,17 +63,22 @@ std::optional<StepKind> parseStepKind(std::string_view s) {
 std::string Step::describe() const {
   std::string who = bdf ? bdf->str() + ": " : std::string();
   switch (kind) {
-    case StepKind::kLoadModule: return "load module " + arg;
+    case StepKind::kLoadModule:
+      return "load module " + arg;
     case StepKind::kSetOverride:
       return who + (arg.empty() ? "clear driver_override" : "set driver_override to " + arg);
-    case StepKind::kUnbind: return who + "unbind from " + arg;
-    case StepKind::kProbe: return who + "probe drivers";
+    case StepKind::kUnbind:
+      return who + "unbind from " + arg;
+    case StepKind::kProbe:
+      return who + "probe drivers";
     case StepKind::kVerifyDriver:
       return who + (arg.empty() ? "verify it left vfio" : "verify it is bound to " + arg);
     case StepKind::kVerifyVfioGroup:
       return "verify /dev/vfio/" + std::to_string(group.value_or(-1)) + " exists";
-    case StepKind::kUnbindLock: return who + "acquire the nvidia unbindLock";
-    case StepKind::kSetNumVfs: return who + "set sriov_numvfs to " + arg;
+    case StepKind::kUnbindLock:
+      return who + "acquire the nvidia unbindLock";
+    case StepKind::kSetNumVfs:
+      return who + "set sriov_numvfs to " + arg;
     case StepKind::kCreateVgpu:
       return who + "create vGPU " + arg + (uuid.empty() ? "" : " (mdev " + uuid + ")");
     case StepKind::kRemoveVgpu:
@@ -101,7 +111,8 @@ Status checkStep(const Step& st) {
       return {};
     case StepKind::kSetNumVfs: {
       auto n = parseUnsigned(st.arg);
-      if (!n || *n > 4096) return usageError(who + ": '" + quoteUntrusted(st.arg) + "' is not a VF count");
+      if (!n || *n > 4096)
+        return usageError(who + ": '" + quoteUntrusted(st.arg) + "' is not a VF count");
       return {};
     }
     case StepKind::kCreateVgpu:
@@ -110,7 +121,8 @@ Status checkStep(const Step& st) {
       if (!st.uuid.empty() && !isValidUuid(st.uuid)) {
         return usageError(who + ": '" + quoteUntrusted(st.uuid) + "' is not a UUID");
       }
-      if (st.kind == StepKind::kCreateVgpu || st.uuid.empty()) return checkPathComponent(who, st.arg);
+      if (st.kind == StepKind::kCreateVgpu || st.uuid.empty())
+        return checkPathComponent(who, st.arg);
       return {};
   }
   return usageError(what + ": unknown step kind");
@@ -121,7 +133,9 @@ Status checkDeviceState(std::string_view what, const DeviceState& st) {
     if (auto v = checkDriverName(std::string(what) + ": driver", *st.driver); !v) return v;
   }
   if (st.driverOverride) {
-    if (auto v = checkPathComponent(std::string(what) + ": driver_override", *st.driverOverride, 64); !v) {
+    if (auto v =
+            checkPathComponent(std::string(what) + ": driver_override", *st.driverOverride, 64);
+        !v) {
       return v;
     }
   }
@@ -155,10 +169,13 @@ DeviceMove* moveOf(Plan& p, const Bdf& b) {
 // ENOENT), so, as sriov-manage does, the PF is parked on pci-pf-stub for the write: take the
 // unbindLock, unbind, bind pci-pf-stub, write (0 first between two non-zero counts: EBUSY
 // otherwise), then back to the driver it came from.
-void sriovSteps(Builder& b, std::vector<Step>& out, const PciFunction& pf, const std::string& driverNow,
-                const std::string& driverBack, const std::string& overrideBack, int from, int to) {
+void sriovSteps(Builder& b, std::vector<Step>& out, const PciFunction& pf,
+                const std::string& driverNow, const std::string& driverBack,
+                const std::string& overrideBack, int from, int to) {
   const bool park = pf.id.vendor == kNvidiaVendor;
-  auto add = [&](StepKind k, std::string arg = {}) { out.push_back({k, pf.bdf, std::move(arg), std::nullopt, {}}); };
+  auto add = [&](StepKind k, std::string arg = {}) {
+    out.push_back({k, pf.bdf, std::move(arg), std::nullopt, {}});
+  };
   if (park) {
     b.loadModule("pci_pf_stub", "pci-pf-stub");
     add(StepKind::kUnbindLock);
@@ -180,7 +197,8 @@ void sriovSteps(Builder& b, std::vector<Step>& out, const PciFunction& pf, const
 
 void removeStep(Builder& b, const VgpuDevice& d) {
   b.removeSteps.push_back({StepKind::kRemoveVgpu, d.parent,
-                           d.iface == VgpuInterface::kPerVf ? d.typeId : std::string(), d.group, d.uuid});
+                           d.iface == VgpuInterface::kPerVf ? d.typeId : std::string(), d.group,
+                           d.uuid});
   b.plan.vgpuRemovals.push_back(d);
 }
 
@@ -190,7 +208,8 @@ std::vector<Bdf> vfAddresses(const PciFunction& pf, int count) {
   if (pf.sriovNumVfs == count && static_cast<int>(pf.virtfns.size()) == count) return pf.virtfns;
   std::vector<Bdf> out;
   for (int i = 0; i < count; ++i) {
-    if (auto a = vfAddress(pf.bdf, pf.sriovOffset.value_or(1), pf.sriovStride.value_or(1), i)) out.push_back(*a);
+    if (auto a = vfAddress(pf.bdf, pf.sriovOffset.value_or(1), pf.sriovStride.value_or(1), i))
+      out.push_back(*a);
   }
   return out;
 }
@@ -213,9 +232,9 @@ Requests requestsFor(const Snapshot& s, const PciFunction& f, int index, const P
   }
   auto defaults = vgpuProfiles().defaultsFor(f.id);
   if (defaults.empty()) {
-    *err = usageError("GPU " + describeFunction(s, f.bdf) +
-                          ": no embedded default vGPU config for this model",
-                      "pass --vgpu-config FILE naming its vGPU types");
+    *err = usageError(
+        "GPU " + describeFunction(s, f.bdf) + ": no embedded default vGPU config for this model",
+        "pass --vgpu-config FILE naming its vGPU types");
     return r;
   }
   // Several models share an id (A2 / A16): take the default whose type the GPU offers.
@@ -237,7 +256,8 @@ Requests requestsFor(const Snapshot& s, const PciFunction& f, int index, const P
 // not exist yet, against the profile table. Errors name the type, the GPU and the maximum.
 Status checkRequest(const Snapshot& s, const PciFunction& f, const PlanInputs& in,
                     const std::string& type, int count, const VgpuParent* visible, int slots) {
-  const std::string who = "vgpu-config '" + in.vgpuConfigName + "': GPU " + describeFunction(s, f.bdf);
+  const std::string who =
+      "vgpu-config '" + in.vgpuConfigName + "': GPU " + describeFunction(s, f.bdf);
   if (visible) {
     auto m = matchVgpuTypes(visible->mdevTypes, type);
     auto c = matchVgpuTypes(visible->creatable, type);
@@ -260,7 +280,8 @@ Status checkRequest(const Snapshot& s, const PciFunction& f, const PlanInputs& i
     for (const auto& d : defaults) family = family || familyOf(d.type) == familyOf(type);
     if (!max || !family) {
       return usageError(who + " does not offer vGPU type " + type + " (its profiles are the " +
-                            familyOf(defaults.front().type) + "-* types, e.g. " + defaults.front().type + ")",
+                            familyOf(defaults.front().type) + "-* types, e.g. " +
+                            defaults.front().type + ")",
                         "name a type of this GPU in vgpu-devices; see vgpu-profiles.txt");
     }
   }
@@ -302,7 +323,9 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
     const std::string driverNow = f.driver.value_or("");
     if (!vgpu) {
       for (const auto* d : existing) removeStep(b, *d);
-      if (cur > 0) sriovSteps(b, b.disableSteps, f, driverNow, driverNow, f.driverOverride.value_or(""), cur, 0);
+      if (cur > 0)
+        sriovSteps(b, b.disableSteps, f, driverNow, driverNow, f.driverOverride.value_or(""), cur,
+                   0);
     } else {
       const bool reset = total > 0 && cur != total;
       std::vector<Bdf> vfs = total > 0 ? vfAddresses(f, total) : std::vector<Bdf>{};
@@ -348,16 +371,20 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
             const VgpuParent* p = vh.parent(vfs[i]);
             if (!p) continue;
             bool holds = false;
-            for (const auto* d : vh.devicesOn(vfs[i])) holds = holds || vgpuTypeMatches(type, d->typeId, d->typeName);
+            for (const auto* d : vh.devicesOn(vfs[i]))
+              holds = holds || vgpuTypeMatches(type, d->typeId, d->typeName);
             auto m = matchVgpuTypes(p->mdevTypes, type);
             auto c = matchVgpuTypes(p->creatable, type);
-            if (holds || (m.size() == 1 && p->mdevTypes[m[0]].available > 0) || c.size() == 1) ++free;
+            if (holds || (m.size() == 1 && p->mdevTypes[m[0]].available > 0) || c.size() == 1)
+              ++free;
           }
           if (existing.empty()) slots = std::min(slots, free);
         }
         if (auto st = checkRequest(s, f, in, type, count, visible, slots); !st) return st;
         for (int k = 0; k < count; ++k) {
-          PlannedVgpu pv{f.bdf, total > 0 ? vfs[static_cast<size_t>(slot)] : f.bdf, type, {}, {}, std::nullopt, false};
+          PlannedVgpu pv{
+              f.bdf, total > 0 ? vfs[static_cast<size_t>(slot)] : f.bdf, type, {}, {}, std::nullopt,
+              false};
           pv.uuid = vgpuUuid(pv.parent, type, total > 0 ? 0 : k);
           ++slot;
           if (const VgpuParent* p = reset ? nullptr : vh.parent(pv.parent)) {
@@ -372,7 +399,8 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
               if (c.size() == 1) pv.typeName = p->creatable[c[0]].name;
             }
           }
-          if (pv.typeName.empty()) pv.typeName = f.id.vendor == kNvidiaVendor ? "NVIDIA " + type : type;
+          if (pv.typeName.empty())
+            pv.typeName = f.id.vendor == kNvidiaVendor ? "NVIDIA " + type : type;
           want.push_back(std::move(pv));
         }
       }
@@ -382,7 +410,9 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
         const bool onVf = d->parent != f.bdf;
         if (!(reset && onVf)) {
           for (auto& pv : want) {
-            if (pv.exists || pv.parent != d->parent || !vgpuTypeMatches(pv.type, d->typeId, d->typeName)) continue;
+            if (pv.exists || pv.parent != d->parent ||
+                !vgpuTypeMatches(pv.type, d->typeId, d->typeName))
+              continue;
             if (d->iface == VgpuInterface::kMdev && d->uuid != pv.uuid) continue;
             pv.exists = keep = true;
             if (!d->typeName.empty()) pv.typeName = d->typeName;
@@ -405,19 +435,23 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
           b.vfSteps.push_back({k, pv.parent, std::move(arg), std::nullopt, {}});
         };
         const bool autoprobe = f.sriovDriversAutoprobe.value_or(true);
-        if (!autoprobe && !(vf && vf->driverOverride == in.hostDriver)) add(StepKind::kSetOverride, in.hostDriver);
+        if (!autoprobe && !(vf && vf->driverOverride == in.hostDriver))
+          add(StepKind::kSetOverride, in.hostDriver);
         if (vf && vf->driver) add(StepKind::kUnbind, *vf->driver);
         add(StepKind::kProbe);
         add(StepKind::kVerifyDriver, in.hostDriver);
       }
       for (const auto& pv : want) {
-        if (!pv.exists) b.createSteps.push_back({StepKind::kCreateVgpu, pv.parent, pv.type, std::nullopt, pv.uuid});
+        if (!pv.exists)
+          b.createSteps.push_back(
+              {StepKind::kCreateVgpu, pv.parent, pv.type, std::nullopt, pv.uuid});
         b.plan.vgpus.push_back(pv);
       }
     }
     const size_t stepsAfter = b.removeSteps.size() + b.disableSteps.size() + b.enableSteps.size() +
                               b.vfSteps.size() + b.createSteps.size();
-    if (stepsAfter != stepsBefore || total > 0 || !existing.empty()) b.plan.vgpuGpus.push_back(f.bdf);
+    if (stepsAfter != stepsBefore || total > 0 || !existing.empty())
+      b.plan.vgpuGpus.push_back(f.bdf);
     if (stepsAfter != stepsBefore) {
       if (DeviceMove* mv = moveOf(b.plan, f.bdf)) mv->changes = true;
     }
@@ -435,7 +469,8 @@ Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs&
     const PciFunction* f = s.find(t.bdf);
     if (!f) continue;
     // Every name the steps will put into a path or write to the kernel, validated up front.
-    if (auto v = checkDeviceState(t.bdf.str(), {f->driver, f->driverOverride}); !v) return v.error();
+    if (auto v = checkDeviceState(t.bdf.str(), {f->driver, f->driverOverride}); !v)
+      return v.error();
     DeviceMove mv{t.bdf, t.role, t.group, {f->driver, f->driverOverride}, {}, false};
     const std::string cur = f->driver.value_or("");
     const std::string ovr = f->driverOverride.value_or("");
@@ -463,14 +498,13 @@ Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs&
       // container and vm-vgpu: the GPU on the host driver, companions off vfio.
       const bool gpu = t.role == Role::kGpu || t.role == Role::kNvSwitch;
       mv.toDriver = gpu ? in.hostDriver : "";
-      if (gpu && !cur.empty() && cur != in.hostDriver && !isVfioDriver(cur) && cur != "pci-pf-stub") {
-        return sysError(describeFunction(s, t.bdf) + ": is bound to " + cur + ", not " +
-                            in.hostDriver,
-                        0,
-                        "blacklist " + cur + " (echo 'blacklist " + cur +
-                            "' > /etc/modprobe.d/blacklist-" + cur +
-                            ".conf, update-initramfs -u, reboot); 'hostprep preflight --mode " +
-                            std::string(toString(in.mode)) + "' checks it");
+      if (gpu && !cur.empty() && cur != in.hostDriver && !isVfioDriver(cur) &&
+          cur != "pci-pf-stub") {
+        return sysError(
+            describeFunction(s, t.bdf) + ": is bound to " + cur + ", not " + in.hostDriver, 0,
+            "blacklist " + cur + " (echo 'blacklist " + cur + "' > /etc/modprobe.d/blacklist-" +
+                cur + ".conf, update-initramfs -u, reboot); 'hostprep preflight --mode " +
+                std::string(toString(in.mode)) + "' checks it");
       }
       const bool onWanted = gpu ? cur == in.hostDriver : (!cur.empty() && !isVfioDriver(cur));
       const bool leftVfio = !gpu && !isVfioDriver(cur);  // a driverless companion is fine
@@ -505,7 +539,8 @@ std::map<std::string, int> expectedAdvertised(const Plan& plan) {
   return out;
 }
 
-std::vector<std::string> vfsInUse(const Snapshot& s, const Plan& plan, std::string_view hostDriver) {
+std::vector<std::string> vfsInUse(const Snapshot& s, const Plan& plan,
+                                  std::string_view hostDriver) {
   std::vector<std::string> out;
   for (const auto& change : plan.sriov) {
     if (change.from == 0 || change.from == change.to) continue;  // nothing existing goes

@@ -73,12 +73,12 @@ struct PlanInputs {
 // A vGPU device the plan wants to exist at the end.
 struct PlannedVgpu {
   Bdf gpu;
-  Bdf parent;               // the PF (Turing and older) or a VF (Ampere and newer)
-  std::string type;         // as configured: "A10-12Q"
-  std::string typeName;     // as the kernel will name it: "NVIDIA A10-12Q" (predicted if unseen)
-  std::string uuid;         // the deterministic mdev UUID (unused on the per-VF interface)
+  Bdf parent;            // the PF (Turing and older) or a VF (Ampere and newer)
+  std::string type;      // as configured: "A10-12Q"
+  std::string typeName;  // as the kernel will name it: "NVIDIA A10-12Q" (predicted if unseen)
+  std::string uuid;      // the deterministic mdev UUID (unused on the per-VF interface)
   std::optional<VgpuInterface> iface;  // nullopt: decided when the parent appears (VFs not yet on)
-  bool exists = false;      // already there: no step
+  bool exists = false;                 // already there: no step
 };
 
 struct SriovChange {
@@ -91,10 +91,10 @@ struct Plan {
   Mode mode = Mode::kContainer;
   std::vector<DeviceMove> moves;  // every selected device, in order
   std::vector<Step> steps;
-  std::vector<PlannedVgpu> vgpus;       // vm-vgpu: every vGPU device at the end
+  std::vector<PlannedVgpu> vgpus;        // vm-vgpu: every vGPU device at the end
   std::vector<VgpuDevice> vgpuRemovals;  // existing vGPU devices the plan removes
-  std::vector<SriovChange> sriov;       // PFs whose sriov_numvfs the plan changes
-  std::vector<Bdf> vgpuGpus;            // GPUs whose vGPU state the journal must cover
+  std::vector<SriovChange> sriov;        // PFs whose sriov_numvfs the plan changes
+  std::vector<Bdf> vgpuGpus;             // GPUs whose vGPU state the journal must cover
 
   bool noop() const { return steps.empty(); }
 };

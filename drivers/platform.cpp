@@ -50,10 +50,14 @@ std::optional<KernelConfig> readKernelConfig(const Host& host, const std::string
 
 std::string_view toString(CpuVendor v) {
   switch (v) {
-    case CpuVendor::kUnknown: return "unknown";
-    case CpuVendor::kIntel: return "Intel";
-    case CpuVendor::kAmd: return "AMD";
-    case CpuVendor::kOther: return "other";
+    case CpuVendor::kUnknown:
+      return "unknown";
+    case CpuVendor::kIntel:
+      return "Intel";
+    case CpuVendor::kAmd:
+      return "AMD";
+    case CpuVendor::kOther:
+      return "other";
   }
   return "unknown";
 }
@@ -88,7 +92,7 @@ CpuFacts parseCpuinfo(std::string_view text) {
     auto value = trim(line.substr(colon + 1));
     if (key == "vendor_id" && c.vendorId.empty()) {
       c.vendorId = std::string(value);
-      c.vendor = value == "GenuineIntel" ? CpuVendor::kIntel
+      c.vendor = value == "GenuineIntel"                              ? CpuVendor::kIntel
                  : value == "AuthenticAMD" || value == "HygonGenuine" ? CpuVendor::kAmd
                                                                       : CpuVendor::kOther;
     } else if ((key == "flags" || key == "Features") && !haveFlags) {
@@ -141,7 +145,8 @@ std::vector<FirmwareFramebuffer> parseIomemFramebuffers(std::string_view text) {
                           [&](std::string_view n) { return startsWith(name, n); });
     if (fb) {
       FirmwareFramebuffer f{name, std::nullopt};
-      for (auto it = stack.rbegin(); it != stack.rend() && !f.device; ++it) f.device = parseBdf(it->second);
+      for (auto it = stack.rbegin(); it != stack.rend() && !f.device; ++it)
+        f.device = parseBdf(it->second);
       out.push_back(std::move(f));
     }
     stack.emplace_back(indent, std::move(name));
@@ -170,7 +175,8 @@ KernelConfig parseKernelConfig(std::string_view text) {
 
 std::optional<std::string> parseLockdown(std::string_view text) {
   for (auto w : splitWords(text)) {
-    if (w.size() > 2 && w.front() == '[' && w.back() == ']') return std::string(w.substr(1, w.size() - 2));
+    if (w.size() > 2 && w.front() == '[' && w.back() == ']')
+      return std::string(w.substr(1, w.size() - 2));
   }
   return std::nullopt;
 }
@@ -209,7 +215,8 @@ PlatformFacts readPlatform(const Host& host, const std::string& kernelRelease,
   p.devKvm = host.exists("dev/kvm");
 
   // 2. Firmware tables and the kernel's IOMMU units (Documentation/ABI/testing/sysfs-class-iommu*).
-  if (auto t = host.list("sys/firmware/acpi/tables")) p.acpiTables = std::set<std::string>(t->begin(), t->end());
+  if (auto t = host.list("sys/firmware/acpi/tables"))
+    p.acpiTables = std::set<std::string>(t->begin(), t->end());
   if (auto units = host.list("sys/class/iommu")) {
     p.iommuUnits.emplace();
     for (const auto& u : *units) {
@@ -234,8 +241,8 @@ PlatformFacts readPlatform(const Host& host, const std::string& kernelRelease,
   p.kernelConfig = readKernelConfig(host, kernelRelease);
   std::set<std::string> loaded;
   if (auto t = host.read("proc/modules")) loaded = parseProcModules(*t);
-  std::set<std::string> text = kernelRelease.empty() ? std::set<std::string>{}
-                                                     : textIndexNames(host, kernelRelease);
+  std::set<std::string> text =
+      kernelRelease.empty() ? std::set<std::string>{} : textIndexNames(host, kernelRelease);
   for (const auto& name : modules) {
     const std::string m = normalizeModuleName(name);
     if (!isValidModuleName(m)) continue;

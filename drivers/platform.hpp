@@ -42,8 +42,8 @@ struct IommuUnit {
 
 // /proc/interrupts, reduced to what preflight asks: are interrupts remapped?
 struct InterruptFacts {
-  size_t lines = 0;      // interrupt lines with a chip name
-  size_t remapped = 0;   // of those, "IR-" chips (IR-IO-APIC, IR-PCI-MSI, ...)
+  size_t lines = 0;     // interrupt lines with a chip name
+  size_t remapped = 0;  // of those, "IR-" chips (IR-IO-APIC, IR-PCI-MSI, ...)
 };
 
 // A firmware framebuffer claimed in /proc/iomem (efifb, simpledrm, BOOTFB, vesafb), and the PCI
@@ -79,11 +79,11 @@ struct PlatformFacts {
   // vfio_iommu_type1's live allow_unsafe_interrupts parameter ("Y"/"N"), when loaded.
   std::optional<std::string> allowUnsafeInterrupts;
   std::optional<std::vector<FirmwareFramebuffer>> framebuffers;  // nullopt: no proc/iomem
-  std::optional<std::string> lockdown;   // the selected mode: none | integrity | confidentiality
-  std::optional<bool> secureBoot;        // from the EFI SecureBoot variable
+  std::optional<std::string> lockdown;  // the selected mode: none | integrity | confidentiality
+  std::optional<bool> secureBoot;       // from the EFI SecureBoot variable
   std::string kernelRelease;
-  std::optional<KernelConfig> kernelConfig;     // boot/config-<release>
-  std::map<std::string, ModuleFacts> modules;   // the modules asked for
+  std::optional<KernelConfig> kernelConfig;    // boot/config-<release>
+  std::map<std::string, ModuleFacts> modules;  // the modules asked for
 };
 
 // Reads the platform facts of a live host (or a fixture laid out like one). `modules` names the

@@ -8,10 +8,14 @@ namespace hostprep {
 
 std::string_view toString(Role r) {
   switch (r) {
-    case Role::kGpu: return "gpu";
-    case Role::kCompanion: return "companion";
-    case Role::kVf: return "vf";
-    case Role::kNvSwitch: return "nvswitch";
+    case Role::kGpu:
+      return "gpu";
+    case Role::kCompanion:
+      return "companion";
+    case Role::kVf:
+      return "vf";
+    case Role::kNvSwitch:
+      return "nvswitch";
   }
   return "gpu";
 }
@@ -33,7 +37,8 @@ std::string GroupProblem::describe(const Snapshot& s) const {
   for (const auto& b : foreign) {
     if (!(holdsRootDisk && s.rootDiskPci == b)) names.push_back(describeFunction(s, b));
   }
-  if (!names.empty()) msg += std::string(holdsRootDisk ? " and" : "") + " also holds " + join(names, ", ");
+  if (!names.empty())
+    msg += std::string(holdsRootDisk ? " and" : "") + " also holds " + join(names, ", ");
   return msg;
 }
 

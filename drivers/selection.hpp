@@ -10,8 +10,8 @@
 namespace hostprep {
 
 struct SelectionOptions {
-  std::vector<Bdf> devices;     // --devices: only these (and their companions)
-  std::vector<PciId> gpuIds;    // --gpu-ids: replaces the NVIDIA vendor/class rule
+  std::vector<Bdf> devices;           // --devices: only these (and their companions)
+  std::vector<PciId> gpuIds;          // --gpu-ids: replaces the NVIDIA vendor/class rule
   std::string hostDriver = "nvidia";  // --host-driver: the datacenter driver
 };
 

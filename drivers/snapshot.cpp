@@ -57,13 +57,17 @@ void readModulesAndDrivers(const Host& host, Snapshot& s) {
 }  // namespace
 
 std::string pciDevicePath(const Bdf& bdf) { return hostPath("sys/bus/pci/devices", bdf.str()); }
-std::string pciDriverPath(std::string_view driver) { return hostPath("sys/bus/pci/drivers", driver); }
+std::string pciDriverPath(std::string_view driver) {
+  return hostPath("sys/bus/pci/drivers", driver);
+}
 
 bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view driver) {
-  if (readLinkName(host, hostPath(pciDevicePath(bdf), "driver")) == std::optional<std::string>(driver)) {
+  if (readLinkName(host, hostPath(pciDevicePath(bdf), "driver")) ==
+      std::optional<std::string>(driver)) {
     return true;  // remove() has not started
   }
-  auto r = host.readAttr(hostPath(pciDevicePath(bdf), "driver_override"), std::chrono::milliseconds(1000));
+  auto r = host.readAttr(hostPath(pciDevicePath(bdf), "driver_override"),
+                         std::chrono::milliseconds(1000));
   return !r && r.error().err == ETIMEDOUT;
 }
 
@@ -94,7 +98,8 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
   }
   if (has("iommu_group")) {
     if (auto g = readLinkName(host, at("iommu_group"))) {
-      if (auto v = parseSigned(*g); v && *v >= 0 && *v < 1'000'000) f.iommuGroup = static_cast<int>(*v);
+      if (auto v = parseSigned(*g); v && *v >= 0 && *v < 1'000'000)
+        f.iommuGroup = static_cast<int>(*v);
     }
   }
   if (has("physfn")) {
@@ -140,7 +145,8 @@ Result<Snapshot> readSnapshot(const Host& host) {
   for (const auto& name : *devices) {
     auto bdf = parseBdf(name);
     if (!bdf) continue;
-    if (auto f = readPciFunction(host, *bdf, locked.count(*bdf) != 0)) s.pci.push_back(std::move(*f));
+    if (auto f = readPciFunction(host, *bdf, locked.count(*bdf) != 0))
+      s.pci.push_back(std::move(*f));
   }
   std::sort(s.pci.begin(), s.pci.end(), [](auto& a, auto& b) { return a.bdf < b.bdf; });
 
@@ -166,7 +172,8 @@ Result<Snapshot> readSnapshot(const Host& host) {
   return s;
 }
 
-Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before, const std::set<Bdf>& changed) {
+Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
+                                 const std::set<Bdf>& changed) {
   Snapshot s = before;
   const std::set<Bdf> locked = changed.empty() ? std::set<Bdf>{} : pendingUnbinds(host);
   for (const auto& bdf : changed) {

@@ -45,7 +45,8 @@ Result<Snapshot> readSnapshot(const Host& host);
 // no device event changes (kernel release, command line, root disk) is kept. Equal to
 // readSnapshot() of the same host when `changed` names every function whose attributes moved;
 // a function in `changed` that `before` lacks (or that is gone) makes it a full readSnapshot().
-Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before, const std::set<Bdf>& changed);
+Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
+                                 const std::set<Bdf>& changed);
 
 // Names read from sysfs are kept as the kernel shows them (a driver link's name may be anything a
 // hostile or broken root holds); whoever turns one into a path validates it first (names.hpp).
@@ -61,7 +62,7 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
 bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view driver);
 
 // Host paths of a PCI function's attributes.
-std::string pciDevicePath(const Bdf& bdf);                       // sys/bus/pci/devices/<bdf>
-std::string pciDriverPath(std::string_view driver);              // sys/bus/pci/drivers/<drv>
+std::string pciDevicePath(const Bdf& bdf);           // sys/bus/pci/devices/<bdf>
+std::string pciDriverPath(std::string_view driver);  // sys/bus/pci/drivers/<drv>
 
 }  // namespace hostprep

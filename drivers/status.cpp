@@ -29,9 +29,12 @@ std::string hex6(uint32_t v) {
 
 ActualMode asActual(Mode m) {
   switch (m) {
-    case Mode::kContainer: return ActualMode::kContainer;
-    case Mode::kVmPassthrough: return ActualMode::kVmPassthrough;
-    case Mode::kVmVgpu: return ActualMode::kVmVgpu;
+    case Mode::kContainer:
+      return ActualMode::kContainer;
+    case Mode::kVmPassthrough:
+      return ActualMode::kVmPassthrough;
+    case Mode::kVmVgpu:
+      return ActualMode::kVmVgpu;
   }
   return ActualMode::kNone;
 }
@@ -46,7 +49,8 @@ bool isPluginVfioDriver(const std::optional<std::string>& d) {
 // A GPU is a vGPU host when it, or one of its VFs, offers vGPU types or carries a vGPU.
 bool isVgpuHost(const PciFunction& gpu, const VgpuState& v) {
   auto related = [&](const Bdf& b) {
-    return b == gpu.bdf || std::find(gpu.virtfns.begin(), gpu.virtfns.end(), b) != gpu.virtfns.end();
+    return b == gpu.bdf ||
+           std::find(gpu.virtfns.begin(), gpu.virtfns.end(), b) != gpu.virtfns.end();
   };
   for (const auto& b : v.vgpuCapable) {
     if (related(b)) return true;
@@ -135,20 +139,28 @@ std::string promEscape(std::string_view s) {
 
 std::string_view toString(ActualMode m) {
   switch (m) {
-    case ActualMode::kContainer: return "container";
-    case ActualMode::kVmPassthrough: return "vm-passthrough";
-    case ActualMode::kVmVgpu: return "vm-vgpu";
-    case ActualMode::kMixed: return "mixed";
-    case ActualMode::kNone: return "none";
+    case ActualMode::kContainer:
+      return "container";
+    case ActualMode::kVmPassthrough:
+      return "vm-passthrough";
+    case ActualMode::kVmVgpu:
+      return "vm-vgpu";
+    case ActualMode::kMixed:
+      return "mixed";
+    case ActualMode::kNone:
+      return "none";
   }
   return "none";
 }
 
 std::string_view toString(ConditionStatus s) {
   switch (s) {
-    case ConditionStatus::kTrue: return "True";
-    case ConditionStatus::kFalse: return "False";
-    case ConditionStatus::kUnknown: return "Unknown";
+    case ConditionStatus::kTrue:
+      return "True";
+    case ConditionStatus::kFalse:
+      return "False";
+    case ConditionStatus::kUnknown:
+      return "Unknown";
   }
   return "Unknown";
 }
@@ -170,7 +182,8 @@ std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuStat
   int gpus = 0;
   for (const auto& t : sel.targets) {
     const auto* f = s.find(t.bdf);
-    if (t.role == Role::kGpu && f && f->driver == std::string(hostDriver) && !isVgpuHost(*f, v)) ++gpus;
+    if (t.role == Role::kGpu && f && f->driver == std::string(hostDriver) && !isVgpuHost(*f, v))
+      ++gpus;
   }
   if (gpus > 0) out[std::string(kContainerResource)] += gpus;
   return out;
@@ -267,18 +280,18 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuState& v, const StatusIn
   }
   auto drift = d.drift();
   d.converged = in.desiredMode && sel && gpus && drift.empty() && planNoop &&
-                d.actualMode == asActual(*in.desiredMode) &&
-                !in.convergeError;
+                d.actualMode == asActual(*in.desiredMode) && !in.convergeError;
 
   // 4. Conditions.
   if (in.preflight) {
-    d.conditions.push_back(makeCondition(in, "PreflightPassed",
-                                         in.preflight->passed ? ConditionStatus::kTrue : ConditionStatus::kFalse,
-                                         in.preflight->passed ? "ChecksPassed" : "ChecksFailed",
-                                         in.preflight->message));
+    d.conditions.push_back(makeCondition(
+        in, "PreflightPassed",
+        in.preflight->passed ? ConditionStatus::kTrue : ConditionStatus::kFalse,
+        in.preflight->passed ? "ChecksPassed" : "ChecksFailed", in.preflight->message));
   } else {
     d.conditions.push_back(makeCondition(in, "PreflightPassed", ConditionStatus::kUnknown,
-                                         "NotEvaluated", "run 'hostprep preflight' for the host checks"));
+                                         "NotEvaluated",
+                                         "run 'hostprep preflight' for the host checks"));
   }
   if (!sel) {
     d.conditions.push_back(makeCondition(in, "DevicesOnWantedDriver", ConditionStatus::kUnknown,
@@ -293,8 +306,8 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuState& v, const StatusIn
   } else if (!drift.empty()) {
     std::vector<std::string> what;
     for (const auto* dv : drift) {
-      what.push_back(dv->fn->bdf.str() + " on " + dv->fn->driver.value_or("no driver") + ", wants " +
-                     dv->wantedDriver.value_or("a non-vfio driver"));
+      what.push_back(dv->fn->bdf.str() + " on " + dv->fn->driver.value_or("no driver") +
+                     ", wants " + dv->wantedDriver.value_or("a non-vfio driver"));
     }
     std::string msg = join(what, "; ");
     if (in.convergeError) msg += "; last convergence failed: " + *in.convergeError;
@@ -307,10 +320,10 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuState& v, const StatusIn
     d.conditions.push_back(makeCondition(in, "DevicesOnWantedDriver", ConditionStatus::kFalse,
                                          "StepsPending", *planProblem));
   } else {
-    d.conditions.push_back(makeCondition(
-        in, "DevicesOnWantedDriver", ConditionStatus::kTrue, "AllOnWantedDriver",
-        std::to_string(d.devices.size()) + " device(s) on their " +
-            std::string(toString(*in.desiredMode)) + " driver"));
+    d.conditions.push_back(makeCondition(in, "DevicesOnWantedDriver", ConditionStatus::kTrue,
+                                         "AllOnWantedDriver",
+                                         std::to_string(d.devices.size()) + " device(s) on their " +
+                                             std::string(toString(*in.desiredMode)) + " driver"));
   }
   auto bad = nonViableGroups(s, selection);
   if (bad.empty()) {
@@ -331,7 +344,8 @@ nlohmann::ordered_json toJson(const StatusDocument& d) {
   j["observedTime"] = formatTime(d.observedTime);
   j["agentVersion"] = d.agentVersion;
   j["desiredMode"] = d.desiredMode ? ojson(std::string(toString(*d.desiredMode))) : ojson(nullptr);
-  j["desiredModeSource"] = d.desiredModeSource.empty() ? ojson(nullptr) : ojson(d.desiredModeSource);
+  j["desiredModeSource"] =
+      d.desiredModeSource.empty() ? ojson(nullptr) : ojson(d.desiredModeSource);
   j["actualMode"] = std::string(toString(d.actualMode));
   j["converged"] = d.converged;
   j["conditions"] = ojson::array();
@@ -373,12 +387,13 @@ nlohmann::ordered_json toJson(const StatusDocument& d) {
   }
   j["vgpuDevices"] = ojson::array();
   for (const auto& vg : d.vgpu) {
-    j["vgpuDevices"].push_back({{"interface", std::string(toString(vg.device.interface))},
-                                {"uuid", vg.device.uuid.empty() ? ojson(nullptr) : ojson(vg.device.uuid)},
-                                {"parent", vg.device.parent ? ojson(vg.device.parent->str()) : ojson(nullptr)},
-                                {"typeId", vg.device.typeId},
-                                {"typeName", vg.device.typeName},
-                                {"resource", vg.resource}});
+    j["vgpuDevices"].push_back(
+        {{"interface", std::string(toString(vg.device.interface))},
+         {"uuid", vg.device.uuid.empty() ? ojson(nullptr) : ojson(vg.device.uuid)},
+         {"parent", vg.device.parent ? ojson(vg.device.parent->str()) : ojson(nullptr)},
+         {"typeId", vg.device.typeId},
+         {"typeName", vg.device.typeName},
+         {"resource", vg.resource}});
   }
   j["advertised"] = ojson::object();
   for (const auto& [name, count] : d.advertised) j["advertised"][name] = count;
@@ -410,7 +425,8 @@ std::string prometheusText(const StatusDocument& d) {
   for (const auto& [drv, n] : perDriver) {
     o += "hostprep_devices{driver=\"" + promEscape(drv) + "\"} " + std::to_string(n) + "\n";
   }
-  o += "# HELP hostprep_converged 1 when every selected device is where the desired mode wants it.\n";
+  o += "# HELP hostprep_converged 1 when every selected device is where the desired mode wants "
+       "it.\n";
   o += "# TYPE hostprep_converged gauge\n";
   o += std::string("hostprep_converged ") + (d.converged ? "1" : "0") + "\n";
   o += "# HELP hostprep_mode_info The desired and the actual mode of the node.\n";
@@ -422,7 +438,9 @@ std::string prometheusText(const StatusDocument& d) {
   o += "# TYPE hostprep_condition gauge\n";
   std::time_t last = 0;
   for (const auto& c : d.conditions) {
-    const char* v = c.status == ConditionStatus::kTrue ? "1" : c.status == ConditionStatus::kFalse ? "0" : "-1";
+    const char* v = c.status == ConditionStatus::kTrue    ? "1"
+                    : c.status == ConditionStatus::kFalse ? "0"
+                                                          : "-1";
     o += "hostprep_condition{type=\"" + promEscape(c.type) + "\"} " + v + "\n";
     last = std::max(last, c.lastTransitionTime);
   }
@@ -451,7 +469,8 @@ std::optional<std::time_t> parseTime(std::string_view s) {
   int y = 0, mo = 0, da = 0, h = 0, mi = 0, se = 0;
   char tail = 0;
   const std::string str(s);
-  if (std::sscanf(str.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &da, &h, &mi, &se, &tail) != 7 ||
+  if (std::sscanf(str.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &da, &h, &mi, &se, &tail) !=
+          7 ||
       tail != 'Z') {
     return std::nullopt;
   }
@@ -467,7 +486,8 @@ std::optional<std::time_t> parseTime(std::string_view s) {
 std::vector<Condition> parseConditions(std::string_view statusJson) {
   std::vector<Condition> out;
   auto j = nlohmann::json::parse(statusJson, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("conditions") || !j["conditions"].is_array()) {
+  if (j.is_discarded() || !j.is_object() || !j.contains("conditions") ||
+      !j["conditions"].is_array()) {
     return out;
   }
   for (const auto& c : j["conditions"]) {
@@ -475,7 +495,9 @@ std::vector<Condition> parseConditions(std::string_view statusJson) {
     Condition k;
     k.type = c.value("type", "");
     const std::string st = c.value("status", "");
-    k.status = st == "True" ? ConditionStatus::kTrue : st == "False" ? ConditionStatus::kFalse : ConditionStatus::kUnknown;
+    k.status = st == "True"    ? ConditionStatus::kTrue
+               : st == "False" ? ConditionStatus::kFalse
+                               : ConditionStatus::kUnknown;
     k.reason = c.value("reason", "");
     k.message = c.value("message", "");
     k.lastTransitionTime = parseTime(c.value("lastTransitionTime", "")).value_or(0);

@@ -66,9 +66,9 @@ struct StatusInputs {
   std::optional<Mode> desiredMode;
   std::string desiredModeSource;  // "flag", "config", "last-prepare"; empty when none
   SelectionOptions selection;
-  std::string modulesAlias;           // to name the VFIO driver a device wants
-  std::optional<std::string> pciIds;  // nullopt: no pci.ids on the host
-  std::vector<Condition> previous;    // the last document's conditions (lastTransitionTime)
+  std::string modulesAlias;                   // to name the VFIO driver a device wants
+  std::optional<std::string> pciIds;          // nullopt: no pci.ids on the host
+  std::vector<Condition> previous;            // the last document's conditions (lastTransitionTime)
   std::optional<PreflightOutcome> preflight;  // nullopt: not evaluated
   std::optional<std::string> convergeError;   // the last convergence failed with this
 };

@@ -68,7 +68,8 @@ std::optional<int> readInt(const Host& host, const std::string& path) {
 
 }  // namespace
 
-bool vgpuTypeMatches(std::string_view configured, std::string_view typeId, std::string_view typeName) {
+bool vgpuTypeMatches(std::string_view configured, std::string_view typeId,
+                     std::string_view typeName) {
   if (configured.empty()) return false;
   if (configured == typeId || configured == trim(typeName)) return true;
   auto words = splitWords(typeName);
@@ -161,7 +162,9 @@ std::vector<const VgpuDevice*> VgpuHost::devicesOn(const Bdf& p) const {
 
 std::vector<VgpuDevice> readVgpuDevices(const Host& host, const std::vector<Bdf>& parents) {
   std::vector<VgpuDevice> out;
-  auto wanted = [&](const Bdf& b) { return std::find(parents.begin(), parents.end(), b) != parents.end(); };
+  auto wanted = [&](const Bdf& b) {
+    return std::find(parents.begin(), parents.end(), b) != parents.end();
+  };
   if (auto uuids = host.list(kMdevDevices)) {
     for (const auto& u : *uuids) {
       if (!isValidUuid(u)) continue;
@@ -172,8 +175,12 @@ std::vector<VgpuDevice> readVgpuDevices(const Host& host, const std::vector<Bdf>
       if (parts.size() < 2) continue;
       auto parent = parseBdf(parts[parts.size() - 2]);
       if (!parent || !wanted(*parent)) continue;
-      VgpuDevice d{VgpuInterface::kMdev, *parent, u, readLinkName(host, hostPath(dev, "mdev_type")).value_or(""),
-                   readTrimmed(host, hostPath(dev, "mdev_type", "name")).value_or(""), std::nullopt};
+      VgpuDevice d{VgpuInterface::kMdev,
+                   *parent,
+                   u,
+                   readLinkName(host, hostPath(dev, "mdev_type")).value_or(""),
+                   readTrimmed(host, hostPath(dev, "mdev_type", "name")).value_or(""),
+                   std::nullopt};
       if (auto g = readLinkName(host, hostPath(dev, "iommu_group"))) {
         if (auto v = parseUnsigned(*g); v && *v < 1'000'000) d.group = static_cast<int>(*v);
       }
@@ -218,8 +225,10 @@ VgpuHost readVgpuHost(const Host& host, const Snapshot& s) {
     if (auto text = host.read(perVfPath(f.bdf, "creatable_vgpu_types"))) {
       p.perVf = true;
       p.creatable = parseCreatableVgpuTypes(*text);
-      for (const auto& t : parseCreatableVgpuTypes(host.read(perVfPath(f.bdf, "supported_vgpu_types")).value_or(""))) {
-        if (std::find(p.creatable.begin(), p.creatable.end(), t) == p.creatable.end()) p.creatable.push_back(t);
+      for (const auto& t : parseCreatableVgpuTypes(
+               host.read(perVfPath(f.bdf, "supported_vgpu_types")).value_or(""))) {
+        if (std::find(p.creatable.begin(), p.creatable.end(), t) == p.creatable.end())
+          p.creatable.push_back(t);
       }
       p.currentType = readTrimmed(host, perVfPath(f.bdf, "current_vgpu_type")).value_or("0");
     }

@@ -23,7 +23,8 @@ namespace hostprep {
 // Does a configured type ("T4-4Q", "mtty-2") name this sysfs type? vgpu-device-manager compares
 // the LAST space-separated token of the type's name ("GRID T4-4Q" -> "T4-4Q"); hostprep also
 // accepts the type's directory name ("nvidia-222", "mtty-2") and the whole name.
-bool vgpuTypeMatches(std::string_view configured, std::string_view typeId, std::string_view typeName);
+bool vgpuTypeMatches(std::string_view configured, std::string_view typeId,
+                     std::string_view typeName);
 
 struct VgpuTypeId {
   std::string id;    // "1428"
@@ -46,9 +47,9 @@ bool isValidUuid(std::string_view s);        // 8-4-4-4-12 lower-case hex
 std::optional<Bdf> vfAddress(const Bdf& pf, int offset, int stride, int index);
 
 struct MdevType {
-  std::string id;         // directory name: "nvidia-558", "mtty-2"
-  std::string name;       // "NVIDIA A10-12Q", "Dual port serial"; the id when absent
-  int available = 0;      // available_instances
+  std::string id;     // directory name: "nvidia-558", "mtty-2"
+  std::string name;   // "NVIDIA A10-12Q", "Dual port serial"; the id when absent
+  int available = 0;  // available_instances
 };
 
 enum class VgpuInterface { kMdev, kPerVf };
@@ -58,9 +59,9 @@ std::string_view toString(VgpuInterface i);
 struct VgpuDevice {
   VgpuInterface iface = VgpuInterface::kMdev;
   Bdf parent;
-  std::string uuid;        // mdev only
-  std::string typeId;      // mdev type dir ("nvidia-558") or per-VF type ID ("1428")
-  std::string typeName;    // "NVIDIA A10-12Q" when known
+  std::string uuid;          // mdev only
+  std::string typeId;        // mdev type dir ("nvidia-558") or per-VF type ID ("1428")
+  std::string typeName;      // "NVIDIA A10-12Q" when known
   std::optional<int> group;  // the IOMMU group a VM opens (/dev/vfio/<group>)
   bool operator==(const VgpuDevice&) const = default;
 };
@@ -68,18 +69,18 @@ struct VgpuDevice {
 // What one PCI function offers as a vGPU parent.
 struct VgpuParent {
   Bdf bdf;
-  bool mdevParent = false;                 // has mdev_supported_types
+  bool mdevParent = false;  // has mdev_supported_types
   std::vector<MdevType> mdevTypes;
-  bool perVf = false;                      // has nvidia/creatable_vgpu_types
-  std::vector<VgpuTypeId> creatable;       // creatable (and supported, when listed) types
-  std::string currentType = "0";           // nvidia/current_vgpu_type
+  bool perVf = false;                 // has nvidia/creatable_vgpu_types
+  std::vector<VgpuTypeId> creatable;  // creatable (and supported, when listed) types
+  std::string currentType = "0";      // nvidia/current_vgpu_type
 };
 
 // The vGPU view of the host, read once next to the Snapshot.
 struct VgpuHost {
-  std::map<Bdf, VgpuParent> parents;      // every function with either interface
-  std::vector<VgpuDevice> devices;        // every existing vGPU device
-  std::vector<Bdf> unbindLocks;           // GPUs with /proc/driver/nvidia/gpus/<BDF>/unbindLock
+  std::map<Bdf, VgpuParent> parents;  // every function with either interface
+  std::vector<VgpuDevice> devices;    // every existing vGPU device
+  std::vector<Bdf> unbindLocks;       // GPUs with /proc/driver/nvidia/gpus/<BDF>/unbindLock
 
   const VgpuParent* parent(const Bdf& b) const;
   std::vector<const VgpuDevice*> devicesOn(const Bdf& parent) const;
@@ -92,8 +93,9 @@ std::vector<VgpuDevice> readVgpuDevices(const Host& host, const std::vector<Bdf>
 
 // Host paths.
 inline constexpr std::string_view kMdevDevices = "sys/bus/mdev/devices";
-std::string mdevTypePath(const Bdf& parent, std::string_view typeId);  // <dev>/mdev_supported_types/<id>
-std::string perVfPath(const Bdf& vf, std::string_view file);          // <dev>/nvidia/<file>
+std::string mdevTypePath(const Bdf& parent,
+                         std::string_view typeId);            // <dev>/mdev_supported_types/<id>
+std::string perVfPath(const Bdf& vf, std::string_view file);  // <dev>/nvidia/<file>
 std::string unbindLockPath(const Bdf& gpu);  // proc/driver/nvidia/gpus/<BDF>/unbindLock
 
 }  // namespace hostprep

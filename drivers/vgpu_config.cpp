@@ -87,28 +87,33 @@ Result<VgpuConfigFile> parseVgpuConfig(std::string_view text, std::string_view s
     return configError(std::string(source) + ":" + std::to_string(e.mark.line + 1) +
                        ": not YAML: " + e.msg);
   }
-  if (!root.IsMap()) return configError(std::string(source) + ": not a map with version and vgpu-configs");
+  if (!root.IsMap())
+    return configError(std::string(source) + ": not a map with version and vgpu-configs");
   for (const auto& kv : root) {
     const std::string key = scalarOf(kv.first);
     if (key != "version" && key != "vgpu-configs") {
-      return configError(w.at(kv.first, key) + ": unknown key", "the top level holds version and vgpu-configs");
+      return configError(w.at(kv.first, key) + ": unknown key",
+                         "the top level holds version and vgpu-configs");
     }
   }
   const YAML::Node version = root["version"];
-  if (!version) return configError(std::string(source) + ": version: missing", "write 'version: v1'");
+  if (!version)
+    return configError(std::string(source) + ": version: missing", "write 'version: v1'");
   if (scalarOf(version) != "v1") {
     return configError(w.at(version, "version") + ": '" + scalarOf(version) + "' is not supported",
                        "write 'version: v1'");
   }
   const YAML::Node configs = root["vgpu-configs"];
   if (!configs) return configError(std::string(source) + ": vgpu-configs: missing");
-  if (!configs.IsMap()) return configError(w.at(configs, "vgpu-configs") + ": not a map of named configs");
+  if (!configs.IsMap())
+    return configError(w.at(configs, "vgpu-configs") + ": not a map of named configs");
 
   VgpuConfigFile out;
   for (const auto& kv : configs) {
     const std::string name = scalarOf(kv.first);
     const std::string where = "vgpu-configs." + name;
-    if (name.empty()) return configError(w.at(kv.first, "vgpu-configs") + ": a config name is empty");
+    if (name.empty())
+      return configError(w.at(kv.first, "vgpu-configs") + ": a config name is empty");
     if (!kv.second.IsSequence()) {
       return configError(w.at(kv.second, where) + ": not a list of entries");
     }
@@ -136,16 +141,18 @@ Result<VgpuConfigFile> parseVgpuConfig(std::string_view text, std::string_view s
         for (const auto& i : items) {
           auto pf = parseVgpuDeviceFilter(scalarOf(i));
           if (!pf) {
-            return configError(w.at(i, ew + ".device-filter") + ": '" + scalarOf(i) +
-                                   "' is not a device id",
-                               "write 0xDDDDVVVV (device, then vendor), e.g. 0x223610DE, "
-                               "optionally :0xSSSSVVVV for the subsystem");
+            return configError(
+                w.at(i, ew + ".device-filter") + ": '" + scalarOf(i) + "' is not a device id",
+                "write 0xDDDDVVVV (device, then vendor), e.g. 0x223610DE, "
+                "optionally :0xSSSSVVVV for the subsystem");
           }
           entry.filters.push_back(*pf);
         }
       }
       const YAML::Node d = e["devices"];
-      if (!d) return configError(w.at(e, ew + ".devices") + ": missing", "write 'devices: all' or a list of indexes");
+      if (!d)
+        return configError(w.at(e, ew + ".devices") + ": missing",
+                           "write 'devices: all' or a list of indexes");
       if (d.IsScalar() && d.Scalar() == "all") {
         entry.devices = std::nullopt;
       } else if (d.IsSequence()) {
@@ -153,24 +160,30 @@ Result<VgpuConfigFile> parseVgpuConfig(std::string_view text, std::string_view s
         for (const auto& i : d) {
           auto v = parseUnsigned(scalarOf(i));
           if (!v || *v > 1023) {
-            return configError(w.at(i, ew + ".devices") + ": '" + scalarOf(i) + "' is not a GPU index",
-                               "write 'all' or a list of indexes from 0");
+            return configError(
+                w.at(i, ew + ".devices") + ": '" + scalarOf(i) + "' is not a GPU index",
+                "write 'all' or a list of indexes from 0");
           }
           entry.devices->push_back(static_cast<int>(*v));
         }
       } else {
-        return configError(w.at(d, ew + ".devices") + ": '" + scalarOf(d) + "' is neither 'all' nor a list",
-                           "write 'devices: all' or 'devices: [0, 1]'");
+        return configError(
+            w.at(d, ew + ".devices") + ": '" + scalarOf(d) + "' is neither 'all' nor a list",
+            "write 'devices: all' or 'devices: [0, 1]'");
       }
       const YAML::Node v = e["vgpu-devices"];
-      if (!v) return configError(w.at(e, ew + ".vgpu-devices") + ": missing", "write e.g. 'vgpu-devices: {A10-12Q: 2}'");
-      if (!v.IsMap()) return configError(w.at(v, ew + ".vgpu-devices") + ": not a map of type: count");
+      if (!v)
+        return configError(w.at(e, ew + ".vgpu-devices") + ": missing",
+                           "write e.g. 'vgpu-devices: {A10-12Q: 2}'");
+      if (!v.IsMap())
+        return configError(w.at(v, ew + ".vgpu-devices") + ": not a map of type: count");
       for (const auto& t : v) {
         const std::string type = scalarOf(t.first);
         const std::string tw = ew + ".vgpu-devices." + type;
         if (!isValidVgpuTypeName(type)) {
-          return configError(w.at(t.first, ew + ".vgpu-devices") + ": '" + type + "' is not a vGPU type name",
-                             "write the type as NVIDIA names it, e.g. A10-12Q (letters, digits, '-', '_', '.')");
+          return configError(
+              w.at(t.first, ew + ".vgpu-devices") + ": '" + type + "' is not a vGPU type name",
+              "write the type as NVIDIA names it, e.g. A10-12Q (letters, digits, '-', '_', '.')");
         }
         auto n = parseUnsigned(scalarOf(t.second));
         if (!n || *n > 1024) {

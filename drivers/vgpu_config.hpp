@@ -30,10 +30,10 @@ struct VgpuDeviceFilter {
 std::optional<VgpuDeviceFilter> parseVgpuDeviceFilter(std::string_view s);
 
 struct VgpuConfigEntry {
-  std::vector<VgpuDeviceFilter> filters;     // empty: every GPU
-  std::optional<std::vector<int>> devices;   // nullopt: all
+  std::vector<VgpuDeviceFilter> filters;                 // empty: every GPU
+  std::optional<std::vector<int>> devices;               // nullopt: all
   std::vector<std::pair<std::string, int>> vgpuDevices;  // type -> count per GPU, file order
-  int line = 0;                              // 1-based, for messages
+  int line = 0;                                          // 1-based, for messages
 
   // Does this entry apply to the GPU with these ids at this index (among the selected GPUs)?
   bool matches(PciId id, PciId subsystem, int index) const;

@@ -52,7 +52,8 @@ VgpuProfileTable parseVgpuProfiles(std::string_view text) {
       if (eq == std::string_view::npos) continue;
       auto n = parseUnsigned(item.substr(eq + 1));
       auto name = trim(item.substr(0, eq));
-      if (n && *n <= kMaxCount && !name.empty()) t.maxPerGpu.emplace_back(std::string(name), static_cast<int>(*n));
+      if (n && *n <= kMaxCount && !name.empty())
+        t.maxPerGpu.emplace_back(std::string(name), static_cast<int>(*n));
     }
   }
   return t;

@@ -1,19 +1,17 @@
 // The agent on fixture hosts through the library, with the fake kernel and fake event and
 // signal sources (never the binary against a real root).
-#include "agent/daemon.hpp"
-
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <iostream>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
+#include "agent/daemon.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 
@@ -98,7 +96,10 @@ struct Rig {
   Agent agent;
 
   Rig(const std::string& scenario, const std::string& config, AgentOptions opt = {})
-      : fx(scenario), kernel(fx.root()), modules(kernel), k{kernel, modules},
+      : fx(scenario),
+        kernel(fx.root()),
+        modules(kernel),
+        k{kernel, modules},
         agent(k, (prepare(config), withTimeouts(opt)), [this](const std::string& s) {
           std::lock_guard<std::mutex> l(m);
           notes.push_back(s);
@@ -119,7 +120,9 @@ struct Rig {
     ss << f.rdbuf();
     return nlohmann::json::parse(ss.str(), nullptr, false);
   }
-  std::optional<std::string> driver(const char* bdf) { return readPciFunction(kernel, *parseBdf(bdf))->driver; }
+  std::optional<std::string> driver(const char* bdf) {
+    return readPciFunction(kernel, *parseBdf(bdf))->driver;
+  }
   // Someone else moves a device: unbind, clear the override, probe (a second kernel object over
   // the same tree, as another process would be).
   void rebindElsewhere(const char* bdf, const char* from) {
@@ -132,10 +135,12 @@ struct Rig {
 
 }  // namespace
 
-TEST_CASE("agent --once converges with prepare's code, writes the status and reports ready", "[agent]") {
+TEST_CASE("agent --once converges with prepare's code, writes the status and reports ready",
+          "[agent]") {
   AgentOptions opt;
   opt.once = true;
-  Rig r("two-a10", "mode: vm-passthrough\nstatus:\n  nfd-features: /etc/features.d/hostprep\n", opt);
+  Rig r("two-a10", "mode: vm-passthrough\nstatus:\n  nfd-features: /etc/features.d/hostprep\n",
+        opt);
   CHECK(r.agent.start() == 0);
   for (const char* b : {"0000:3b:00.0", "0000:3b:00.1", "0000:86:00.0", "0000:86:00.1"}) {
     CHECK(r.driver(b) == std::optional<std::string>("vfio-pci"));
@@ -149,7 +154,9 @@ TEST_CASE("agent --once converges with prepare's code, writes the status and rep
   CHECK(std::filesystem::exists(r.fx.path("etc/features.d/hostprep")));
   CHECK(readLastMode(r.kernel) == Mode::kVmPassthrough);
   REQUIRE_FALSE(r.notes.empty());
-  CHECK_THAT(r.notes.back(), Catch::StartsWith("READY=1\nSTATUS=vm-passthrough (desired vm-passthrough), converged"));
+  CHECK_THAT(
+      r.notes.back(),
+      Catch::StartsWith("READY=1\nSTATUS=vm-passthrough (desired vm-passthrough), converged"));
   CHECK(r.agent.convergences() == 1);
 }
 
@@ -193,7 +200,8 @@ TEST_CASE("a refused convergence is reported in the status and the exit code", "
   CHECK(j["converged"] == false);
   CHECK(j["conditions"][1]["reason"] == "DevicesOffWantedDriver");
   CHECK_THAT(j["conditions"][1]["message"].get<std::string>(),
-             Catch::Contains("last convergence failed: devices are in use: pid 4242 (nvidia-persistenced) holds /dev/nvidia0"));
+             Catch::Contains("last convergence failed: devices are in use: pid 4242 "
+                             "(nvidia-persistenced) holds /dev/nvidia0"));
 }
 
 TEST_CASE("drift is recorded and logged, --reconcile moves the device back", "[agent]") {
@@ -202,10 +210,13 @@ TEST_CASE("drift is recorded and logged, --reconcile moves the device back", "[a
     REQUIRE(r.agent.start() == 0);
     r.rebindElsewhere("0000:86:00.1", "vfio-pci");
     REQUIRE(r.driver("0000:86:00.1") == std::optional<std::string>("snd_hda_intel"));
-    r.agent.handleEvents({{"unbind", "pci", "0000:86:00.1", ""}, {"bind", "pci", "0000:86:00.1", "snd_hda_intel"}});
+    r.agent.handleEvents(
+        {{"unbind", "pci", "0000:86:00.1", ""}, {"bind", "pci", "0000:86:00.1", "snd_hda_intel"}});
     auto j = r.statusFile();
     CHECK(j["converged"] == false);
-    CHECK(j["drift"] == nlohmann::json::parse(R"([{"bdf":"0000:86:00.1","driver":"snd_hda_intel","wantedDriver":"vfio-pci"}])"));
+    CHECK(j["drift"] ==
+          nlohmann::json::parse(
+              R"([{"bdf":"0000:86:00.1","driver":"snd_hda_intel","wantedDriver":"vfio-pci"}])"));
     CHECK(r.driver("0000:86:00.1") == std::optional<std::string>("snd_hda_intel"));
     CHECK(r.agent.convergences() == 1);
   }
@@ -238,7 +249,10 @@ TEST_CASE("drift is recorded and logged, --reconcile moves the device back", "[a
   }
 }
 
-TEST_CASE("the loop: an event rewrites the status fast, SIGHUP reloads, SIGTERM exits 0 and unbinds nothing", "[agent][loop]") {
+TEST_CASE(
+    "the loop: an event rewrites the status fast, SIGHUP reloads, SIGTERM exits 0 and unbinds "
+    "nothing",
+    "[agent][loop]") {
   Rig r("two-a10", "mode: vm-passthrough\n");
   REQUIRE(r.agent.start() == 0);
   FakeEvents events;
@@ -247,7 +261,8 @@ TEST_CASE("the loop: an event rewrites the status fast, SIGHUP reloads, SIGTERM 
   std::thread loop([&] { rc = r.agent.run(events, signals); });
   auto waitFor = [&](auto pred) {
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (!pred() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (!pred() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return pred();
   };
 
@@ -258,9 +273,11 @@ TEST_CASE("the loop: an event rewrites the status fast, SIGHUP reloads, SIGTERM 
   events.push({"unbind", "pci", "0000:3b:00.1", ""});
   events.push({"bind", "pci", "0000:3b:00.1", "snd_hda_intel"});
   REQUIRE(waitFor([&] { return r.statusFile()["drift"].size() == 1; }));
-  auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  auto ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "status rewritten " << ms << " ms after the event\n";
-  CHECK(ms < 1000);  // the budget is 100 ms; a loaded CI machine gets slack, the VM test measures it
+  CHECK(ms <
+        1000);  // the budget is 100 ms; a loaded CI machine gets slack, the VM test measures it
   // The burst was debounced into one rewrite.
   REQUIRE(waitFor([&] { return r.agent.statusWrites() == writes + 1; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -283,27 +300,31 @@ TEST_CASE("the loop: an event rewrites the status fast, SIGHUP reloads, SIGTERM 
   CHECK(std::find(r.notes.begin(), r.notes.end(), "RELOADING=1") != r.notes.end());
 }
 
-TEST_CASE("a burst of binds and unbinds names the functions to read again, anything else reads all", "[agent][udev]") {
+TEST_CASE("a burst of binds and unbinds names the functions to read again, anything else reads all",
+          "[agent][udev]") {
   const Bdf a = *parseBdf("0000:3b:00.0"), b = *parseBdf("0000:3b:00.1");
   CHECK(changedFunctions({{"unbind", "pci", "0000:3b:00.1", ""},
                           {"bind", "pci", "0000:3b:00.1", "vfio-pci"},
                           {"add", "vfio", "30", ""},
                           {"change", "pci", "0000:3b:00.0", ""}}) == std::set<Bdf>{a, b});
   CHECK(changedFunctions({{"remove", "vfio", "30", ""}}) == std::set<Bdf>{});
-  CHECK_FALSE(changedFunctions({{"bind", "pci", "0000:3b:00.1", "vfio-pci"}, {"add", "pci", "0000:3b:00.4", ""}}));
+  CHECK_FALSE(changedFunctions(
+      {{"bind", "pci", "0000:3b:00.1", "vfio-pci"}, {"add", "pci", "0000:3b:00.4", ""}}));
   CHECK_FALSE(changedFunctions({{"remove", "pci", "0000:3b:00.4", ""}}));
   CHECK_FALSE(changedFunctions({{"add", "mdev", "5f2a9a5e-1c39-4b8f-9a53-7d0f2c8c1a11", ""}}));
   CHECK_FALSE(changedFunctions({{"bind", "pci", "not-a-bdf", ""}}));
   CHECK_FALSE(changedFunctions({{std::string(kEventsLost), "", "", ""}}));
 }
 
-TEST_CASE("the agent reads again only what the events name, and everything after lost events", "[agent]") {
+TEST_CASE("the agent reads again only what the events name, and everything after lost events",
+          "[agent]") {
   Rig r("two-a10", "mode: vm-passthrough\n");
   REQUIRE(r.agent.start() == 0);
   // Two companions move; the events of one of them are lost.
   r.rebindElsewhere("0000:3b:00.1", "vfio-pci");
   r.rebindElsewhere("0000:86:00.1", "vfio-pci");
-  r.agent.handleEvents({{"unbind", "pci", "0000:3b:00.1", ""}, {"bind", "pci", "0000:3b:00.1", "snd_hda_intel"}});
+  r.agent.handleEvents(
+      {{"unbind", "pci", "0000:3b:00.1", ""}, {"bind", "pci", "0000:3b:00.1", "snd_hda_intel"}});
   auto drift = [&] {
     std::set<std::string> out;
     const auto j = r.statusFile();

@@ -1,9 +1,10 @@
 // hostprep check-node as users run it: exit codes, stdin, JSON, the operands table.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <unistd.h>
 
 #include "tests/support/fixture.hpp"
 #include "tests/support/run.hpp"
@@ -11,34 +12,45 @@
 using hostprep::test::runHostprep;
 
 namespace {
-std::string fx(const std::string& rel) { return std::string(HOSTPREP_FIXTURES_DIR) + "/cluster/" + rel; }
+std::string fx(const std::string& rel) {
+  return std::string(HOSTPREP_FIXTURES_DIR) + "/cluster/" + rel;
+}
 }  // namespace
 
 TEST_CASE("check-node on the clean cluster exits 0 with the summary line", "[cli][check-node]") {
-  auto r = runHostprep({"check-node", fx("clean/nodes.json"), "--cluster-policy", fx("clean/cluster-policy.yaml"),
-                        "--kubevirt", fx("clean/kubevirt.yaml"), "--vms", fx("clean/workloads.yaml"),
-                        "--status", fx("clean/status-gpu-b.json")});
+  auto r =
+      runHostprep({"check-node", fx("clean/nodes.json"), "--cluster-policy",
+                   fx("clean/cluster-policy.yaml"), "--kubevirt", fx("clean/kubevirt.yaml"),
+                   "--vms", fx("clean/workloads.yaml"), "--status", fx("clean/status-gpu-b.json")});
   CHECK(r.exitCode == 0);
   CHECK_THAT(r.out, Catch::Contains("gpu-b: vm-passthrough (label), 2 GPUs: ok\n"));
   CHECK_THAT(r.out, Catch::EndsWith("3 nodes, 3 ok\n"));
   CHECK(r.err.empty());
 }
 
-TEST_CASE("check-node --vgpu-config: the file prepare reads, and a bad one exits 2 naming file, line and key", "[cli][check-node]") {
-  auto r = runHostprep({"check-node", fx("clean/nodes.json"), "--cluster-policy", fx("clean/cluster-policy.yaml"),
-                        "--vgpu-config", fx("clean/vgpu-config.yaml")});
+TEST_CASE(
+    "check-node --vgpu-config: the file prepare reads, and a bad one exits 2 naming file, line and "
+    "key",
+    "[cli][check-node]") {
+  auto r =
+      runHostprep({"check-node", fx("clean/nodes.json"), "--cluster-policy",
+                   fx("clean/cluster-policy.yaml"), "--vgpu-config", fx("clean/vgpu-config.yaml")});
   CHECK(r.exitCode == 0);
   CHECK_THAT(r.out, Catch::EndsWith("3 nodes, 3 ok\n"));
   hostprep::test::Fixture dir;  // a private temporary directory
-  dir.write("vgpu.yaml", "version: v1\nvgpu-configs:\n  A10-4Q:\n    - devices: all\n      vgpu-devices: {A10-4Q: six}\n");
+  dir.write("vgpu.yaml",
+            "version: v1\nvgpu-configs:\n  A10-4Q:\n    - devices: all\n      vgpu-devices: "
+            "{A10-4Q: six}\n");
   const std::string bad = dir.path("vgpu.yaml").string();
   r = runHostprep({"check-node", fx("clean/nodes.json"), "--vgpu-config", bad});
   CHECK(r.exitCode == 2);
-  CHECK_THAT(r.err, Catch::Contains("--vgpu-config: " + bad +
-                                    ":5: vgpu-configs.A10-4Q[0].vgpu-devices.A10-4Q: 'six' is not a count"));
+  CHECK_THAT(r.err, Catch::Contains(
+                        "--vgpu-config: " + bad +
+                        ":5: vgpu-configs.A10-4Q[0].vgpu-devices.A10-4Q: 'six' is not a count"));
 }
 
-TEST_CASE("check-node exits 1 on an error finding and prints it under its node", "[cli][check-node]") {
+TEST_CASE("check-node exits 1 on an error finding and prints it under its node",
+          "[cli][check-node]") {
   auto r = runHostprep({"check-node", fx("broken/passthrough-with-gpu.json"), "--cluster-policy",
                         fx("clean/cluster-policy.yaml")});
   CHECK(r.exitCode == 1);
@@ -55,14 +67,16 @@ TEST_CASE("check-node: warnings alone exit 0", "[cli][check-node]") {
                                     "sandboxWorkloads.enabled=true"));
 }
 
-TEST_CASE("check-node reads standard input with '-', YAML too, and prints JSON", "[cli][check-node]") {
+TEST_CASE("check-node reads standard input with '-', YAML too, and prints JSON",
+          "[cli][check-node]") {
   // runHostprep has no stdin: point fd 0 of the child at the fixture by re-opening it here.
   std::string path = fx("broken/vgpu-a10-4q-four.yaml");
   int saved = ::dup(0);
   REQUIRE(saved >= 0);
   FILE* f = std::freopen(path.c_str(), "r", stdin);
   REQUIRE(f);
-  auto r = runHostprep({"--output", "json", "check-node", "-", "--cluster-policy", fx("clean/cluster-policy.yaml")});
+  auto r = runHostprep(
+      {"--output", "json", "check-node", "-", "--cluster-policy", fx("clean/cluster-policy.yaml")});
   ::dup2(saved, 0);
   ::close(saved);
   CHECK(r.exitCode == 1);
@@ -74,7 +88,8 @@ TEST_CASE("check-node reads standard input with '-', YAML too, and prints JSON",
   CHECK(j["findings"][0]["severity"] == "error");
 }
 
-TEST_CASE("check-node: malformed or unreadable input exits 2 naming the file and position", "[cli][check-node]") {
+TEST_CASE("check-node: malformed or unreadable input exits 2 naming the file and position",
+          "[cli][check-node]") {
   auto r = runHostprep({"check-node", fx("broken/malformed.json")});
   CHECK(r.exitCode == 2);
   CHECK(r.out.empty());
@@ -82,8 +97,9 @@ TEST_CASE("check-node: malformed or unreadable input exits 2 naming the file and
                                       ": malformed JSON at line 5, column 51 (byte 106): "));
   r = runHostprep({"check-node", "/nonexistent/nodes.json"});
   CHECK(r.exitCode == 2);
-  CHECK(r.err == "hostprep check-node: /nonexistent/nodes.json: cannot open: No such file or directory "
-                 "(check the path)\n");
+  CHECK(r.err ==
+        "hostprep check-node: /nonexistent/nodes.json: cannot open: No such file or directory "
+        "(check the path)\n");
   r = runHostprep({"check-node", fx("clean/nodes.json"), "--vms", fx("broken/malformed.json")});
   CHECK(r.exitCode == 2);
   r = runHostprep({"check-node", fx("clean/workloads.yaml")});

@@ -18,8 +18,9 @@ TEST_CASE("unknown commands get a suggestion and exit 2", "[cli]") {
 TEST_CASE("bad option values name the input and the fix", "[cli]") {
   auto r = runHostprep({"prepare", "--mode", "vm"});
   CHECK(r.exitCode == 2);
-  CHECK(r.err == "hostprep prepare: --mode: 'vm' is not a mode (choose one of container, "
-                 "vm-passthrough, vm-vgpu)\n");
+  CHECK(r.err ==
+        "hostprep prepare: --mode: 'vm' is not a mode (choose one of container, "
+        "vm-passthrough, vm-vgpu)\n");
   r = runHostprep({"prepare", "--mode", "container", "--devices", "0000:3b:00.0/../x"});
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.err, Catch::Contains("'0000:3b:00.0/../x' is not a PCI address"));
@@ -46,7 +47,8 @@ TEST_CASE("prepare --dry-run on two A10s prints the plan as JSON and touches not
   CHECK(j["dry_run"] == true);
   std::vector<std::string> bdfs;
   for (const auto& d : j["devices"]) bdfs.push_back(d["bdf"]);
-  CHECK(bdfs == std::vector<std::string>{"0000:3b:00.0", "0000:86:00.0", "0000:3b:00.1", "0000:86:00.1"});
+  CHECK(bdfs ==
+        std::vector<std::string>{"0000:3b:00.0", "0000:86:00.0", "0000:3b:00.1", "0000:86:00.1"});
   CHECK(j["devices"][2]["role"] == "companion");
   CHECK(j["devices"][0]["from"]["driver"] == "nvidia");
   CHECK(j["steps"].size() == 19);
@@ -56,10 +58,12 @@ TEST_CASE("prepare --dry-run on two A10s prints the plan as JSON and touches not
 
 TEST_CASE("prepare refuses a group holding the root disk with exit 3", "[cli]") {
   Fixture fx("nvme-shared-group");
-  auto r = runHostprep({"--root", fx.root().string(), "prepare", "--mode", "vm-passthrough", "--dry-run"});
+  auto r = runHostprep(
+      {"--root", fx.root().string(), "prepare", "--mode", "vm-passthrough", "--dry-run"});
   CHECK(r.exitCode == 3);
-  CHECK_THAT(r.err, Catch::Contains("refusing to give these IOMMU groups to vfio: IOMMU group 12 of "
-                                    "GPU 0000:03:00.0 holds the root filesystem's disk"));
+  CHECK_THAT(r.err,
+             Catch::Contains("refusing to give these IOMMU groups to vfio: IOMMU group 12 of "
+                             "GPU 0000:03:00.0 holds the root filesystem's disk"));
   CHECK_THAT(r.err, Catch::Contains("--force"));
 }
 
@@ -73,7 +77,8 @@ TEST_CASE("prepare on a host with no matching GPU says what it looked for", "[cl
 
 TEST_CASE("an already prepared node says so", "[cli]") {
   Fixture fx("passthrough-done");
-  auto r = runHostprep({"--root", fx.root().string(), "prepare", "--mode", "vm-passthrough", "--dry-run"});
+  auto r = runHostprep(
+      {"--root", fx.root().string(), "prepare", "--mode", "vm-passthrough", "--dry-run"});
   CHECK(r.exitCode == 0);
   CHECK_THAT(r.out, Catch::Contains("plan for vm-passthrough: 4 device(s), 0 step(s)"));
   CHECK_THAT(r.out, Catch::Contains("(already there)"));

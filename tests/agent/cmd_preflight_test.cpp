@@ -46,21 +46,28 @@ TEST_CASE("preflight: golden JSON for the ready Intel host", "[cli][preflight]")
   CHECK(j["summary"]["fail"] == 0);
   CHECK(j["checks"].size() == 17);
   // Keys come in the documented order (id, status, title, detail, remedy), not sorted.
-  CHECK(r.out.find("\"id\": \"cpu.virtualization\",\n      \"status\": \"pass\",\n      \"title\"") !=
-        std::string::npos);
+  CHECK(
+      r.out.find("\"id\": \"cpu.virtualization\",\n      \"status\": \"pass\",\n      \"title\"") !=
+      std::string::npos);
 }
 
 TEST_CASE("preflight: a FAIL exits 1 and prints the remedy under the line", "[cli][preflight]") {
   Fixture fx("preflight-intel-iommu-off");
   auto r = runHostprep({"--root", fx.root().string(), "preflight", "--mode", "vm-passthrough"});
   CHECK(r.exitCode == 1);
-  CHECK_THAT(r.out, Catch::StartsWith("preflight for vm-passthrough on host " + fx.root().string() + "\n"));
-  CHECK_THAT(r.out, Catch::Contains(
-                        "FAIL  IOMMU kernel argument            Intel host without intel_iommu=on on the kernel "
-                        "command line\n"
-                        "      remedy: add \"intel_iommu=on iommu=pt\" to GRUB_CMDLINE_LINUX in /etc/default/grub, "
-                        "then run update-grub (or grub2-mkconfig -o /boot/grub2/grub.cfg) and reboot\n"));
-  CHECK_THAT(r.out, Catch::Contains("PASS  IOMMU in firmware (VT-d/AMD-Vi)  ACPI DMAR table present (Intel VT-d)\n"));
+  CHECK_THAT(r.out, Catch::StartsWith("preflight for vm-passthrough on host " + fx.root().string() +
+                                      "\n"));
+  CHECK_THAT(
+      r.out,
+      Catch::Contains(
+          "FAIL  IOMMU kernel argument            Intel host without intel_iommu=on on the kernel "
+          "command line\n"
+          "      remedy: add \"intel_iommu=on iommu=pt\" to GRUB_CMDLINE_LINUX in "
+          "/etc/default/grub, "
+          "then run update-grub (or grub2-mkconfig -o /boot/grub2/grub.cfg) and reboot\n"));
+  CHECK_THAT(r.out,
+             Catch::Contains(
+                 "PASS  IOMMU in firmware (VT-d/AMD-Vi)  ACPI DMAR table present (Intel VT-d)\n"));
   CHECK_THAT(r.out, Catch::EndsWith(": NOT READY for vm-passthrough\n"));
   // Every line is aligned: the detail starts in the same column.
   size_t col = std::string::npos;
@@ -88,17 +95,20 @@ TEST_CASE("preflight: colour only on a terminal, and never with NO_COLOR", "[cli
   CHECK_THAT(no.out, Catch::Contains("FAIL  nouveau"));
   CHECK(no.out.find('\033') == std::string::npos);
   // An explicit --color wins over both.
-  auto forced = runHostprep({"--root", fx.root().string(), "preflight", "--color", "always"}, {"NO_COLOR=1"});
+  auto forced =
+      runHostprep({"--root", fx.root().string(), "preflight", "--color", "always"}, {"NO_COLOR=1"});
   CHECK_THAT(forced.out, Catch::Contains("\033[32mPASS\033[0m"));
-  auto never = runHostprepOnTty({"--root", fx.root().string(), "preflight", "--color", "never"}, {"NO_COLOR", "TERM=xterm"});
+  auto never = runHostprepOnTty({"--root", fx.root().string(), "preflight", "--color", "never"},
+                                {"NO_COLOR", "TERM=xterm"});
   CHECK(never.out.find('\033') == std::string::npos);
 }
 
 TEST_CASE("preflight: usage errors exit 2 naming the input", "[cli][preflight]") {
   auto r = runHostprep({"preflight", "--mode", "vm"});
   CHECK(r.exitCode == 2);
-  CHECK(r.err == "hostprep preflight: --mode: 'vm' is not a mode (choose one of container, vm-passthrough, "
-                 "vm-vgpu)\n");
+  CHECK(r.err ==
+        "hostprep preflight: --mode: 'vm' is not a mode (choose one of container, vm-passthrough, "
+        "vm-vgpu)\n");
   r = runHostprep({"preflight", "--gpu-ids", "10de"});
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.err, Catch::Contains("--gpu-ids: '10de' is not a vendor:device id"));
@@ -114,12 +124,14 @@ TEST_CASE("preflight: usage errors exit 2 naming the input", "[cli][preflight]")
   CHECK_THAT(r.err, Catch::Contains("--devices: 0000:99:00.0: no such PCI function"));
   r = runHostprep({"preflight", "--help"});
   CHECK(r.exitCode == 0);
-  CHECK_THAT(r.out, Catch::Contains("Exit codes: 0 no check failed, 1 a check failed, 2 usage error."));
+  CHECK_THAT(r.out,
+             Catch::Contains("Exit codes: 0 no check failed, 1 a check failed, 2 usage error."));
 }
 
 TEST_CASE("preflight --image gates an image pipeline on the exit code", "[cli][preflight]") {
   Fixture bare("preflight-image-bare");
-  auto r = runHostprep({"preflight", "--image", "--root", bare.root().string(), "--output", "json"});
+  auto r =
+      runHostprep({"preflight", "--image", "--root", bare.root().string(), "--output", "json"});
   CHECK(r.exitCode == 1);
   auto j = nlohmann::json::parse(r.out);
   CHECK(j["target"] == "image");
@@ -127,7 +139,8 @@ TEST_CASE("preflight --image gates an image pipeline on the exit code", "[cli][p
   Fixture ready("preflight-image-ready");
   r = runHostprep({"preflight", "--image", "--root", ready.root().string()});
   CHECK(r.exitCode == 0);
-  CHECK_THAT(r.out, Catch::StartsWith("preflight for vm-passthrough on image " + ready.root().string() + "\n"));
+  CHECK_THAT(r.out, Catch::StartsWith("preflight for vm-passthrough on image " +
+                                      ready.root().string() + "\n"));
   CHECK_THAT(r.out, Catch::Contains("SKIP  GPUs present"));
   // The image without --image: no sys/, so the host checks fail instead of crashing.
   r = runHostprep({"preflight", "--root", ready.root().string()});
@@ -136,10 +149,12 @@ TEST_CASE("preflight --image gates an image pipeline on the exit code", "[cli][p
   CHECK_THAT(r.out, Catch::Contains("use --image for an image"));
 }
 
-TEST_CASE("preflight on a busybox-like guest and an empty root reports, never crashes", "[cli][preflight]") {
+TEST_CASE("preflight on a busybox-like guest and an empty root reports, never crashes",
+          "[cli][preflight]") {
   Fixture guest("preflight-guest");
   for (const char* mode : {"container", "vm-passthrough", "vm-vgpu"}) {
-    auto r = runHostprep({"preflight", "--root", guest.root().string(), "--mode", mode, "--output", "json"});
+    auto r = runHostprep(
+        {"preflight", "--root", guest.root().string(), "--mode", mode, "--output", "json"});
     INFO(mode << " " << r.err);
     CHECK(r.exitCode == 1);
     CHECK(nlohmann::json::parse(r.out)["checks"].size() == 17);
@@ -155,9 +170,12 @@ TEST_CASE("preflight JSON follows checks/preflight.schema.json", "[cli][prefligh
       readFile(std::filesystem::path(HOSTPREP_FIXTURES_DIR).parent_path().parent_path() / "checks" /
                "preflight.schema.json"));
   const auto& item = schema["properties"]["checks"]["items"];
-  std::set<std::string> schemaIds(item["properties"]["id"]["enum"].begin(), item["properties"]["id"]["enum"].end());
-  std::set<std::string> statuses(item["properties"]["status"]["enum"].begin(), item["properties"]["status"]["enum"].end());
-  std::set<std::string> modes(schema["properties"]["mode"]["enum"].begin(), schema["properties"]["mode"]["enum"].end());
+  std::set<std::string> schemaIds(item["properties"]["id"]["enum"].begin(),
+                                  item["properties"]["id"]["enum"].end());
+  std::set<std::string> statuses(item["properties"]["status"]["enum"].begin(),
+                                 item["properties"]["status"]["enum"].end());
+  std::set<std::string> modes(schema["properties"]["mode"]["enum"].begin(),
+                              schema["properties"]["mode"]["enum"].end());
   std::set<std::string> seen;
   auto validate = [&](const std::vector<std::string>& args) {
     auto r = runHostprep(args);
@@ -185,7 +203,8 @@ TEST_CASE("preflight JSON follows checks/preflight.schema.json", "[cli][prefligh
   Fixture host("preflight-no-ir"), image("preflight-image-bare");
   for (const char* mode : {"container", "vm-passthrough", "vm-vgpu"}) {
     validate({"preflight", "--output", "json", "--mode", mode, "--root", host.root().string()});
-    validate({"preflight", "--output", "json", "--mode", mode, "--image", "--root", image.root().string()});
+    validate({"preflight", "--output", "json", "--mode", mode, "--image", "--root",
+              image.root().string()});
   }
   // Every id the schema names is produced, and nothing else.
   CHECK(seen == schemaIds);

@@ -40,22 +40,36 @@ TEST_CASE("config errors name the file, the key and the fix, with exit 2", "[con
     const char* message;
   };
   const Case cases[] = {
-      {"mode: vm\n", "config.yaml: mode: 'vm' is not a mode (choose one of container, vm-passthrough, vm-vgpu)"},
-      {"mdoe: container\n", "config.yaml: mdoe: unknown key (known keys: holder-nodes, host-driver, mode, reconcile, selection, status, vgpu)"},
+      {"mode: vm\n",
+       "config.yaml: mode: 'vm' is not a mode (choose one of container, vm-passthrough, vm-vgpu)"},
+      {"mdoe: container\n",
+       "config.yaml: mdoe: unknown key (known keys: holder-nodes, host-driver, mode, reconcile, "
+       "selection, status, vgpu)"},
       {"selection:\n  gpu-ids: [10de:2236, nope]\n",
-       "config.yaml: selection.gpu-ids[1]: 'nope' is not a vendor:device id (write VVVV:DDDD in hex, e.g. 10de:2236)"},
+       "config.yaml: selection.gpu-ids[1]: 'nope' is not a vendor:device id (write VVVV:DDDD in "
+       "hex, e.g. 10de:2236)"},
       {"selection:\n  devices: [\"3b:00.0/../x\"]\n",
-       "config.yaml: selection.devices[0]: '3b:00.0/../x' is not a PCI address (write DDDD:BB:DD.F, e.g. 0000:3b:00.0)"},
-      {"selection:\n  gpu: x\n", "config.yaml: selection.gpu: unknown key (known keys: devices, gpu-ids)"},
-      {"host-driver: ../evil\n", "config.yaml: host-driver: '../evil' is not a driver name (use letters, digits, '_' and '-' only, at most 64 characters)"},
+       "config.yaml: selection.devices[0]: '3b:00.0/../x' is not a PCI address (write "
+       "DDDD:BB:DD.F, e.g. 0000:3b:00.0)"},
+      {"selection:\n  gpu: x\n",
+       "config.yaml: selection.gpu: unknown key (known keys: devices, gpu-ids)"},
+      {"host-driver: ../evil\n",
+       "config.yaml: host-driver: '../evil' is not a driver name (use letters, digits, '_' and '-' "
+       "only, at most 64 characters)"},
       {"status:\n  path: run/status.json\n",
-       "config.yaml: status.path: 'run/status.json' is not an absolute file path (write a path such as /run/hostprep/status.json, without '..')"},
+       "config.yaml: status.path: 'run/status.json' is not an absolute file path (write a path "
+       "such as /run/hostprep/status.json, without '..')"},
       {"status:\n  prometheus: /var/../etc/passwd\n",
-       "config.yaml: status.prometheus: '/var/../etc/passwd' is not an absolute file path (write a path such as /run/hostprep/status.json, without '..')"},
-      {"reconcile: maybe\n", "config.yaml: reconcile: 'maybe' is not true or false (write reconcile: true or false)"},
-      {"holder-nodes: /proc/*\n", "config.yaml: holder-nodes: '/proc/*' is not a /dev pattern (write a glob under /dev, e.g. /dev/nvidia*)"},
+       "config.yaml: status.prometheus: '/var/../etc/passwd' is not an absolute file path (write a "
+       "path such as /run/hostprep/status.json, without '..')"},
+      {"reconcile: maybe\n",
+       "config.yaml: reconcile: 'maybe' is not true or false (write reconcile: true or false)"},
+      {"holder-nodes: /proc/*\n",
+       "config.yaml: holder-nodes: '/proc/*' is not a /dev pattern (write a glob under /dev, e.g. "
+       "/dev/nvidia*)"},
       {"mode: [a, b]\n", "config.yaml: mode: must be a single value (write mode: VALUE)"},
-      {"- a\n- b\n", "config.yaml: (top level): must be a mapping of keys (see systemd/config.yaml)"},
+      {"- a\n- b\n",
+       "config.yaml: (top level): must be a mapping of keys (see systemd/config.yaml)"},
   };
   for (const auto& c : cases) {
     INFO(c.yaml);
@@ -71,9 +85,12 @@ TEST_CASE("config errors name the file, the key and the fix, with exit 2", "[con
 
 TEST_CASE("a config writable by others is refused when running as root", "[config]") {
   CHECK_FALSE(configPermissionProblem(0, 0100644, true));
-  CHECK(configPermissionProblem(0, 0100664, true) == std::optional<std::string>("writable by group or others"));
-  CHECK(configPermissionProblem(0, 0100646, true) == std::optional<std::string>("writable by group or others"));
-  CHECK(configPermissionProblem(1000, 0100644, true) == std::optional<std::string>("owned by uid 1000, not root"));
+  CHECK(configPermissionProblem(0, 0100664, true) ==
+        std::optional<std::string>("writable by group or others"));
+  CHECK(configPermissionProblem(0, 0100646, true) ==
+        std::optional<std::string>("writable by group or others"));
+  CHECK(configPermissionProblem(1000, 0100644, true) ==
+        std::optional<std::string>("owned by uid 1000, not root"));
   CHECK_FALSE(configPermissionProblem(1000, 0100666, false));
 
   Fixture fx;
@@ -83,7 +100,9 @@ TEST_CASE("a config writable by others is refused when running as root", "[confi
   auto c = loadConfig(host, kConfigPath, false);
   if (::geteuid() == 0) {
     REQUIRE_FALSE(c);
-    CHECK_THAT(c.error().describe(), Catch::Contains("/etc/hostprep/config.yaml: refusing a config writable by group or others"));
+    CHECK_THAT(c.error().describe(),
+               Catch::Contains(
+                   "/etc/hostprep/config.yaml: refusing a config writable by group or others"));
     CHECK_FALSE(configuredMode(host));
   } else {
     CHECK(c);
@@ -102,5 +121,6 @@ TEST_CASE("a missing default config is empty, a missing named one is an error", 
   auto named = loadConfig(host, "/etc/hostprep/other.yaml", true);
   REQUIRE_FALSE(named);
   CHECK(named.error().describe() ==
-        "/etc/hostprep/other.yaml: cannot read the config: No such file or directory (pass --config with a readable file)");
+        "/etc/hostprep/other.yaml: cannot read the config: No such file or directory (pass "
+        "--config with a readable file)");
 }

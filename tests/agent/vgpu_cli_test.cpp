@@ -25,10 +25,12 @@ vgpu-configs:
 )";
 }  // namespace
 
-TEST_CASE("prepare --mode vm-vgpu --dry-run prints the vGPU plan and what will be advertised", "[cli][vgpu]") {
+TEST_CASE("prepare --mode vm-vgpu --dry-run prints the vGPU plan and what will be advertised",
+          "[cli][vgpu]") {
   Fixture fx("vgpu-two-a10");
   auto before = fx.deviceState();
-  auto r = runHostprep({"--root", fx.root().string(), "--output", "json", "prepare", "--mode", "vm-vgpu", "--dry-run"});
+  auto r = runHostprep({"--root", fx.root().string(), "--output", "json", "prepare", "--mode",
+                        "vm-vgpu", "--dry-run"});
   REQUIRE(r.exitCode == 0);
   auto j = nlohmann::json::parse(r.out);
   CHECK(j["mode"] == "vm-vgpu");
@@ -57,46 +59,58 @@ TEST_CASE("vm-vgpu config problems exit 2 and change nothing", "[cli][vgpu]") {
   Fixture fx("vgpu-two-a10");
   auto before = fx.deviceState();
   fx.write("etc/vgpu.yaml", kConfig);
-  fx.write("etc/bad.yaml", "version: v1\nvgpu-configs:\n  default:\n    - devices: every\n      vgpu-devices: {A10-4Q: 1}\n");
+  fx.write("etc/bad.yaml",
+           "version: v1\nvgpu-configs:\n  default:\n    - devices: every\n      vgpu-devices: "
+           "{A10-4Q: 1}\n");
   const std::string cfg = fx.path("etc/vgpu.yaml").string();
   const std::string root = fx.root().string();
 
   auto r = runHostprep({"--root", root, "prepare", "--mode", "vm-vgpu", "--vgpu-config", cfg,
                         "--vgpu-config-name", "too-many"});
   CHECK(r.exitCode == 2);
-  CHECK(r.err == "hostprep prepare: vgpu-config 'too-many': GPU 0000:3b:00.0 (10de:2236 3D controller) "
-                 "cannot hold A10-4Q x 7: at most 6 per GPU (lower the count in vgpu-devices, or "
-                 "choose a smaller profile)\n");
-  r = runHostprep({"--root", root, "prepare", "--mode", "vm-vgpu", "--dry-run", "--vgpu-config", cfg,
-                   "--vgpu-config-name", "nope"});
+  CHECK(r.err ==
+        "hostprep prepare: vgpu-config 'too-many': GPU 0000:3b:00.0 (10de:2236 3D controller) "
+        "cannot hold A10-4Q x 7: at most 6 per GPU (lower the count in vgpu-devices, or "
+        "choose a smaller profile)\n");
+  r = runHostprep({"--root", root, "prepare", "--mode", "vm-vgpu", "--dry-run", "--vgpu-config",
+                   cfg, "--vgpu-config-name", "nope"});
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.err, Catch::Contains("--vgpu-config-name: 'nope' is not a config in " + cfg +
                                     " (it has: default, A10-4Q, too-many)"));
   r = runHostprep({"--root", root, "prepare", "--mode", "vm-vgpu", "--dry-run", "--vgpu-config",
                    fx.path("etc/bad.yaml").string()});
   CHECK(r.exitCode == 2);
-  CHECK_THAT(r.err, Catch::Contains("bad.yaml:4: vgpu-configs.default[0].devices: 'every' is neither 'all' nor a list"));
-  r = runHostprep({"--root", root, "prepare", "--mode", "vm-vgpu", "--dry-run", "--vgpu-config", "/nonexistent/x.yaml"});
+  CHECK_THAT(
+      r.err,
+      Catch::Contains(
+          "bad.yaml:4: vgpu-configs.default[0].devices: 'every' is neither 'all' nor a list"));
+  r = runHostprep({"--root", root, "prepare", "--mode", "vm-vgpu", "--dry-run", "--vgpu-config",
+                   "/nonexistent/x.yaml"});
   CHECK(r.exitCode == 2);
-  CHECK_THAT(r.err, Catch::Contains("--vgpu-config: cannot read /nonexistent/x.yaml: No such file or directory"));
+  CHECK_THAT(
+      r.err,
+      Catch::Contains("--vgpu-config: cannot read /nonexistent/x.yaml: No such file or directory"));
   r = runHostprep({"--root", root, "prepare", "--mode", "container", "--vgpu-config", cfg});
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.err, Catch::Contains("--vgpu-config and --vgpu-config-name need --mode vm-vgpu"));
   r = runHostprep({"--root", root, "prepare", "--mode", "vm-vgpu", "--vgpu-config-name", "x/../y"});
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.err, Catch::Contains("--vgpu-config-name: 'x/../y' is not a config name"));
-  r = runHostprep({"--root", root, "prepare", "--mode", "vm-vgpu", "--dry-run", "--vgpu-config-name", "A10-4Q"});
+  r = runHostprep({"--root", root, "prepare", "--mode", "vm-vgpu", "--dry-run",
+                   "--vgpu-config-name", "A10-4Q"});
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.err, Catch::Contains("the embedded defaults only have 'default'"));
   CHECK(fx.deviceState() == before);
   CHECK_FALSE(std::filesystem::exists(fx.path("run/hostprep/journal.json")));
 }
 
-TEST_CASE("vm-vgpu does not refuse a shared IOMMU group, but a GPU without vGPU support", "[cli][vgpu]") {
+TEST_CASE("vm-vgpu does not refuse a shared IOMMU group, but a GPU without vGPU support",
+          "[cli][vgpu]") {
   Fixture fx("nvme-shared-group");  // an A10 on nvidia without SR-IOV or mdev types
   auto r = runHostprep({"--root", fx.root().string(), "prepare", "--mode", "vm-vgpu", "--dry-run"});
   CHECK(r.exitCode == 1);
-  CHECK_THAT(r.err, Catch::Contains("GPU 0000:03:00.0 (10de:2236 3D controller): offers no vGPU types "
-                                    "(no mdev_supported_types, no SR-IOV)"));
+  CHECK_THAT(r.err,
+             Catch::Contains("GPU 0000:03:00.0 (10de:2236 3D controller): offers no vGPU types "
+                             "(no mdev_supported_types, no SR-IOV)"));
   CHECK_THAT(r.err, Catch::Contains("install and load the NVIDIA vGPU manager"));
 }

@@ -28,25 +28,35 @@ json makeNode(int i) {
   const std::string mode = modes[i % 3];
   const bool broken = i % 50 == 7;
   const std::string name = "gpu-node-" + std::to_string(i);
-  json labels = {{"beta.kubernetes.io/arch", "amd64"}, {"beta.kubernetes.io/os", "linux"},
-                 {"kubernetes.io/arch", "amd64"}, {"kubernetes.io/hostname", name},
-                 {"kubernetes.io/os", "linux"}, {"node.kubernetes.io/instance-type", "gpu.8xlarge"},
-                 {"topology.kubernetes.io/region", "eu-west-1"},
-                 {"topology.kubernetes.io/zone", "eu-west-1" + std::string(1, static_cast<char>('a' + i % 3))},
-                 {"feature.node.kubernetes.io/cpu-cpuid.AVX512F", "true"},
-                 {"feature.node.kubernetes.io/kernel-version.full", "6.1.0-18-amd64"},
-                 {"feature.node.kubernetes.io/pci-10de.present", "true"},
-                 {"feature.node.kubernetes.io/system-os_release.ID", "debian"},
-                 {"nvidia.com/gpu.present", "true"}, {"nvidia.com/gpu.count", "2"},
-                 {"nvidia.com/gpu.workload.config", mode}};
-  json cap = {{"cpu", "64"}, {"ephemeral-storage", "936870628Ki"}, {"hugepages-1Gi", "0"},
-              {"hugepages-2Mi", "0"}, {"memory", "528279508Ki"}, {"pods", "110"}};
-  json alloc = {{"cpu", "63500m"}, {"ephemeral-storage", "863423092961"}, {"hugepages-1Gi", "0"},
-                {"hugepages-2Mi", "0"}, {"memory", "527152084Ki"}, {"pods", "110"}};
+  json labels = {
+      {"beta.kubernetes.io/arch", "amd64"},
+      {"beta.kubernetes.io/os", "linux"},
+      {"kubernetes.io/arch", "amd64"},
+      {"kubernetes.io/hostname", name},
+      {"kubernetes.io/os", "linux"},
+      {"node.kubernetes.io/instance-type", "gpu.8xlarge"},
+      {"topology.kubernetes.io/region", "eu-west-1"},
+      {"topology.kubernetes.io/zone", "eu-west-1" + std::string(1, static_cast<char>('a' + i % 3))},
+      {"feature.node.kubernetes.io/cpu-cpuid.AVX512F", "true"},
+      {"feature.node.kubernetes.io/kernel-version.full", "6.1.0-18-amd64"},
+      {"feature.node.kubernetes.io/pci-10de.present", "true"},
+      {"feature.node.kubernetes.io/system-os_release.ID", "debian"},
+      {"nvidia.com/gpu.present", "true"},
+      {"nvidia.com/gpu.count", "2"},
+      {"nvidia.com/gpu.workload.config", mode}};
+  json cap = {{"cpu", "64"},
+              {"ephemeral-storage", "936870628Ki"},
+              {"hugepages-1Gi", "0"},
+              {"hugepages-2Mi", "0"},
+              {"memory", "528279508Ki"},
+              {"pods", "110"}};
+  json alloc = {{"cpu", "63500m"},         {"ephemeral-storage", "863423092961"},
+                {"hugepages-1Gi", "0"},    {"hugepages-2Mi", "0"},
+                {"memory", "527152084Ki"}, {"pods", "110"}};
   std::vector<std::string> deploy;
   if (mode == "container") {
-    deploy = {"driver", "gpu-feature-discovery", "container-toolkit", "device-plugin", "dcgm",
-              "dcgm-exporter", "node-status-exporter", "operator-validator"};
+    deploy = {"driver", "gpu-feature-discovery", "container-toolkit",    "device-plugin",
+              "dcgm",   "dcgm-exporter",         "node-status-exporter", "operator-validator"};
     cap["nvidia.com/gpu"] = alloc["nvidia.com/gpu"] = "2";
   } else if (mode == "vm-passthrough") {
     deploy = {"sandbox-device-plugin", "sandbox-validator", "vfio-manager"};
@@ -61,30 +71,48 @@ json makeNode(int i) {
   for (const auto& d : deploy) labels["nvidia.com/gpu.deploy." + d] = "true";
   json conditions = json::array();
   for (const char* t : {"MemoryPressure", "DiskPressure", "PIDPressure", "Ready"}) {
-    conditions.push_back({{"type", t}, {"status", std::string(t) == "Ready" ? "True" : "False"},
+    conditions.push_back({{"type", t},
+                          {"status", std::string(t) == "Ready" ? "True" : "False"},
                           {"lastHeartbeatTime", "2024-05-01T10:00:00Z"},
                           {"lastTransitionTime", "2024-04-01T10:00:00Z"},
-                          {"reason", std::string("Kubelet") + t}, {"message", "kubelet is posting ready status"}});
+                          {"reason", std::string("Kubelet") + t},
+                          {"message", "kubelet is posting ready status"}});
   }
   json images = json::array();
   for (int k = 0; k < 8; ++k) {
-    images.push_back({{"names", {"nvcr.io/nvidia/image-" + std::to_string(k) + "@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-                                 "nvcr.io/nvidia/image-" + std::to_string(k) + ":v24.3.0"}},
-                      {"sizeBytes", 400000000 + k}});
+    images.push_back(
+        {{"names",
+          {"nvcr.io/nvidia/image-" + std::to_string(k) +
+               "@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+           "nvcr.io/nvidia/image-" + std::to_string(k) + ":v24.3.0"}},
+         {"sizeBytes", 400000000 + k}});
   }
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata", {{"name", name}, {"uid", "6a1f7c9e-0000-4000-8000-" + std::to_string(100000000000 + i)},
-                        {"resourceVersion", std::to_string(123456 + i)}, {"labels", labels},
-                        {"annotations", {{"node.alpha.kubernetes.io/ttl", "0"},
-                                         {"volumes.kubernetes.io/controller-managed-attach-detach", "true"}}}}},
-          {"spec", {{"podCIDR", "10.244.0.0/24"}, {"providerID", "aws:///eu-west-1a/i-0123456789"}}},
-          {"status", {{"capacity", cap}, {"allocatable", alloc}, {"conditions", conditions}, {"images", images},
-                      {"nodeInfo", {{"kubeletVersion", "v1.30.2"}, {"osImage", "Debian GNU/Linux 12 (bookworm)"},
-                                    {"containerRuntimeVersion", "containerd://1.7.13"}}}}}};
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata",
+       {{"name", name},
+        {"uid", "6a1f7c9e-0000-4000-8000-" + std::to_string(100000000000 + i)},
+        {"resourceVersion", std::to_string(123456 + i)},
+        {"labels", labels},
+        {"annotations",
+         {{"node.alpha.kubernetes.io/ttl", "0"},
+          {"volumes.kubernetes.io/controller-managed-attach-detach", "true"}}}}},
+      {"spec", {{"podCIDR", "10.244.0.0/24"}, {"providerID", "aws:///eu-west-1a/i-0123456789"}}},
+      {"status",
+       {{"capacity", cap},
+        {"allocatable", alloc},
+        {"conditions", conditions},
+        {"images", images},
+        {"nodeInfo",
+         {{"kubeletVersion", "v1.30.2"},
+          {"osImage", "Debian GNU/Linux 12 (bookworm)"},
+          {"containerRuntimeVersion", "containerd://1.7.13"}}}}}};
 }
 
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 // Runs argv (no shell) with stdout to /dev/null; returns the wall time, or a negative value.
 double timeProgram(const std::vector<std::string>& argv) {
@@ -145,12 +173,15 @@ int main(int argc, char** argv) {
       exitCode = report->exitCode();
     }
   }
-  std::printf("check-node: %d nodes (%.1f MiB of JSON): %.3f s (parse %.3f s, check + text %.3f s), "
-              "%zu findings, exit %d\n",
-              n, static_cast<double>(text.size()) / (1 << 20), best, bestParse, bestCheck, findings, exitCode);
+  std::printf(
+      "check-node: %d nodes (%.1f MiB of JSON): %.3f s (parse %.3f s, check + text %.3f s), "
+      "%zu findings, exit %d\n",
+      n, static_cast<double>(text.size()) / (1 << 20), best, bestParse, bestCheck, findings,
+      exitCode);
 
   // The same comparison in jq: nodes whose workload label disagrees with the resource kind.
-  auto file = std::filesystem::temp_directory_path() / ("check_node_bench." + std::to_string(::getpid()) + ".json");
+  auto file = std::filesystem::temp_directory_path() /
+              ("check_node_bench." + std::to_string(::getpid()) + ".json");
   std::ofstream(file) << text;
   const std::string program = R"(
     [.items[]

@@ -48,23 +48,31 @@ int main(int argc, char** argv) {
   fs::create_directories(out);
   for (const auto& e : fs::directory_iterator(scenario)) {
     if (e.path().filename() == "host.yaml") continue;
-    fs::copy(e.path(), out / e.path().filename(), fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    fs::copy(e.path(), out / e.path().filename(),
+             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
   }
   // The scenario's host, its devices replaced: keep every line up to "devices:".
   std::string yaml, line;
   while (std::getline(in, line) && line.rfind("devices:", 0) != 0) yaml += line + "\n";
   yaml += "devices:\n";
-  yaml += "  - {bdf: \"0000:02:00.0\", id: \"1a03:2000\", class: \"030000\", driver: ast, group: 2, boot_vga: 1}\n";
-  yaml += "  - {bdf: \"0000:5e:00.0\", id: \"144d:a80a\", class: \"010802\", driver: nvme, group: 40}\n";
+  yaml +=
+      "  - {bdf: \"0000:02:00.0\", id: \"1a03:2000\", class: \"030000\", driver: ast, group: 2, "
+      "boot_vga: 1}\n";
+  yaml +=
+      "  - {bdf: \"0000:5e:00.0\", id: \"144d:a80a\", class: \"010802\", driver: nvme, group: "
+      "40}\n";
   int group = 100;
   for (int g = 0; g < gpus; ++g) {
     const int bus = 0x80 + g;
-    yaml += "  - {bdf: \"" + bdf(bus, 0) + "\", id: \"10de:2236\", subsystem: \"10de:1482\", class: \"030200\", "
-            "driver: nvidia, group: " + std::to_string(group++) + ", sriov: {total: " + std::to_string(vfs) +
+    yaml += "  - {bdf: \"" + bdf(bus, 0) +
+            "\", id: \"10de:2236\", subsystem: \"10de:1482\", class: \"030200\", "
+            "driver: nvidia, group: " +
+            std::to_string(group++) + ", sriov: {total: " + std::to_string(vfs) +
             ", num: " + std::to_string(vfs) + ", offset: 1, stride: 1}}\n";
     for (int v = 0; v < vfs; ++v) {
-      yaml += "  - {bdf: \"" + bdf(bus, v + 1) + "\", id: \"10de:2236\", class: \"030200\", group: " +
-              std::to_string(group++) + ", physfn: \"" + bdf(bus, 0) + "\", vf_index: " + std::to_string(v) + "}\n";
+      yaml += "  - {bdf: \"" + bdf(bus, v + 1) +
+              "\", id: \"10de:2236\", class: \"030200\", group: " + std::to_string(group++) +
+              ", physfn: \"" + bdf(bus, 0) + "\", vf_index: " + std::to_string(v) + "}\n";
     }
   }
   hostprep::test::expandHostYaml(out, yaml);

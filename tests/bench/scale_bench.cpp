@@ -19,15 +19,17 @@ using namespace hostprep;
 namespace {
 
 std::string hostYaml(int functions) {
-  std::string y = "kernel: 6.1.0-bench\ncmdline: intel_iommu=on\nmodules: [nvidia, snd_hda_intel]\ndevices:\n";
+  std::string y =
+      "kernel: 6.1.0-bench\ncmdline: intel_iommu=on\nmodules: [nvidia, snd_hda_intel]\ndevices:\n";
   for (int i = 0; i < functions; ++i) {
     int pair = i / 2;
     char bdf[16];
     std::snprintf(bdf, sizeof bdf, "0000:%02x:%02x.%d", (pair / 32) % 256, pair % 32, i % 2);
     const bool gpu = i % 2 == 0;
     y += std::string("  - {bdf: \"") + bdf + "\", id: \"10de:" + (gpu ? "2236" : "1aef") +
-         "\", class: \"" + (gpu ? "030200" : "040300") + "\", driver: " +
-         (gpu ? "nvidia" : "snd_hda_intel") + ", group: " + std::to_string(pair) + "}\n";
+         "\", class: \"" + (gpu ? "030200" : "040300") +
+         "\", driver: " + (gpu ? "nvidia" : "snd_hda_intel") + ", group: " + std::to_string(pair) +
+         "}\n";
   }
   return y;
 }
@@ -38,7 +40,8 @@ double medianMs(F&& f, int runs) {
   for (int i = 0; i < runs; ++i) {
     auto a = std::chrono::steady_clock::now();
     f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+    t.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];

@@ -2,8 +2,8 @@
 // Each broken node must be caught with the right id, on the right node, with the right severity.
 #include "checks/check_node.hpp"
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -12,7 +12,9 @@ using namespace hostprep;
 
 namespace {
 
-std::string fixture(const std::string& rel) { return std::string(HOSTPREP_FIXTURES_DIR) + "/cluster/" + rel; }
+std::string fixture(const std::string& rel) {
+  return std::string(HOSTPREP_FIXTURES_DIR) + "/cluster/" + rel;
+}
 
 std::vector<Document> load(const std::string& rel) {
   std::ifstream f(fixture(rel));
@@ -84,7 +86,8 @@ CheckNodeInput cleanInput() {
 
 }  // namespace
 
-TEST_CASE("the seed's clean cluster: container, vm-passthrough, vm-vgpu with matching resources", "[check-node]") {
+TEST_CASE("the seed's clean cluster: container, vm-passthrough, vm-vgpu with matching resources",
+          "[check-node]") {
   auto r = check(cleanInput());
   CHECK(ids(r, Severity::kInfo).empty());
   CHECK(r.exitCode() == 0);
@@ -145,18 +148,22 @@ TEST_CASE("vGPU A10-4Q on two cards advertising 4 instead of 12", "[check-node]"
     in.vgpuConfigs = *cfg;
     auto r2 = check(in);
     REQUIRE(find(r2, "vgpu-count-mismatch", "gpu-v"));
-    CHECK_THAT(find(r2, "vgpu-count-mismatch", "gpu-v")->message,
-               Catch::EndsWith("must give 12 (6 per GPU × 2 GPUs, config 'A10-4Q' in --vgpu-config)"));
+    CHECK_THAT(
+        find(r2, "vgpu-count-mismatch", "gpu-v")->message,
+        Catch::EndsWith("must give 12 (6 per GPU × 2 GPUs, config 'A10-4Q' in --vgpu-config)"));
   }
   SECTION("the GPU count from the host's status instead of the label") {
     in.nodes.front().body["metadata"]["labels"].erase("nvidia.com/gpu.count");
     auto r2 = check(in);
     CHECK_FALSE(find(r2, "vgpu-count-mismatch", "gpu-v"));
     CHECK(find(r2, "gpu-count-unknown", "gpu-v"));
-    in.statuses = {{"st", {{"node", "gpu-v"},
-                           {"actual_mode", "vm-vgpu"},
-                           {"devices", {{{"bdf", "0000:3b:00.0"}, {"vendor", "10de"}, {"device", "2236"}, {"role", "gpu"}},
-                                        {{"bdf", "0000:86:00.0"}, {"vendor", "10de"}, {"device", "2236"}, {"role", "gpu"}}}}}}};
+    in.statuses = {
+        {"st",
+         {{"node", "gpu-v"},
+          {"actual_mode", "vm-vgpu"},
+          {"devices",
+           {{{"bdf", "0000:3b:00.0"}, {"vendor", "10de"}, {"device", "2236"}, {"role", "gpu"}},
+            {{"bdf", "0000:86:00.0"}, {"vendor", "10de"}, {"device", "2236"}, {"role", "gpu"}}}}}}};
     auto r3 = check(in);
     CHECK(find(r3, "vgpu-count-mismatch", "gpu-v"));
   }
@@ -165,8 +172,9 @@ TEST_CASE("vGPU A10-4Q on two cards advertising 4 instead of 12", "[check-node]"
     auto r2 = check(in);
     const auto* t = find(r2, "vgpu-type-mismatch", "gpu-v");
     REQUIRE(t);
-    CHECK(t->message == "nvidia.com/vgpu.config=A10-12Q asks for A10-12Q, but the node advertises "
-                        "nvidia.com/NVIDIA_A10-4Q (4); A10-12Q not advertised");
+    CHECK(t->message ==
+          "nvidia.com/vgpu.config=A10-12Q asks for A10-12Q, but the node advertises "
+          "nvidia.com/NVIDIA_A10-4Q (4); A10-12Q not advertised");
   }
 }
 
@@ -178,11 +186,13 @@ TEST_CASE("labels present while the ClusterPolicy disables sandbox workloads", "
   const auto* f = find(r, "workload-label-ignored", "gpu-l");
   REQUIRE(f);
   CHECK(f->severity == Severity::kError);
-  CHECK_THAT(f->message, Catch::StartsWith("label nvidia.com/gpu.workload.config=vm-passthrough is ignored: "
-                                           "the ClusterPolicy cluster-policy ("));
-  CHECK_THAT(f->message, Catch::EndsWith("has sandboxWorkloads.enabled=false, so the operator prepares "
-                                         "every node for containers and never reads the label (no "
-                                         "event, no warning)"));
+  CHECK_THAT(f->message,
+             Catch::StartsWith("label nvidia.com/gpu.workload.config=vm-passthrough is ignored: "
+                               "the ClusterPolicy cluster-policy ("));
+  CHECK_THAT(f->message,
+             Catch::EndsWith("has sandboxWorkloads.enabled=false, so the operator prepares "
+                             "every node for containers and never reads the label (no "
+                             "event, no warning)"));
   // The node is judged as what it really is: a container node, and as such it is consistent.
   REQUIRE(r.nodes.size() == 2);
   CHECK(r.nodes[1].mode == Mode::kContainer);
@@ -216,12 +226,14 @@ TEST_CASE("a VMI asking nvidia.com/GA102GL_A10 where no node has it", "[check-no
   CHECK(f->message ==
         "VirtualMachineInstance default/a10-vm asks for nvidia.com/GA102GL_A10: will stay Pending "
         "forever: no node advertises nvidia.com/GA102GL_A10; nodes advertise "
-        "nvidia.com/GH100_H100_PCIE (gpu-h), nvidia.com/NVIDIA_A10-12Q (gpu-c), nvidia.com/gpu (gpu-a)");
+        "nvidia.com/GH100_H100_PCIE (gpu-h), nvidia.com/NVIDIA_A10-12Q (gpu-c), nvidia.com/gpu "
+        "(gpu-a)");
   CHECK(ids(r, Severity::kWarning) == std::vector<std::string>{"request-unsatisfiable@cluster"});
   CHECK(summaryLine(r) == "3 nodes, 3 ok; 1 cluster error");
 }
 
-TEST_CASE("a pod asking nvidia.com/gpu when only sandbox nodes have GPUs is named", "[check-node]") {
+TEST_CASE("a pod asking nvidia.com/gpu when only sandbox nodes have GPUs is named",
+          "[check-node]") {
   CheckNodeInput in;
   auto nodes = load("clean/nodes.json");
   nodes.front().body["items"].erase(0);  // drop the container node
@@ -232,7 +244,9 @@ TEST_CASE("a pod asking nvidia.com/gpu when only sandbox nodes have GPUs is name
   const auto* f = find(r, "request-gpu-only-sandbox", "");
   REQUIRE(f);
   CHECK(f->subject == "Pod default/cuda-job");
-  CHECK_THAT(f->message, Catch::Contains("Pod default/cuda-job asks for nvidia.com/gpu: will stay Pending forever"));
+  CHECK_THAT(
+      f->message,
+      Catch::Contains("Pod default/cuda-job asks for nvidia.com/gpu: will stay Pending forever"));
   CHECK_THAT(f->message, Catch::Contains("sandbox nodes (gpu-b vm-passthrough, gpu-c vm-vgpu)"));
   CHECK(ids(r, Severity::kWarning) == std::vector<std::string>{"request-gpu-only-sandbox@cluster"});
 }
@@ -259,8 +273,9 @@ TEST_CASE("KubeVirt: missing entries, wrong selectors, missing gate", "[check-no
   auto r = check(in);
   const auto* pci = find(r, "kubevirt-selector-mismatch", "gpu-b");
   REQUIRE(pci);
-  CHECK(pci->message == "pciVendorSelector '10DE:2235' of nvidia.com/GA102GL_A10 does not match the "
-                        "device 10DE:2236: KubeVirt will not hand this device to VMs");
+  CHECK(pci->message ==
+        "pciVendorSelector '10DE:2235' of nvidia.com/GA102GL_A10 does not match the "
+        "device 10DE:2236: KubeVirt will not hand this device to VMs");
   CHECK(find(r, "kubevirt-selector-mismatch", "gpu-c"));
   CHECK(find(r, "kubevirt-gpu-gate-missing", ""));
 
@@ -283,15 +298,16 @@ TEST_CASE("the host's status against the node object", "[check-node]") {
   CHECK(find(r2, "status-node-unknown", ""));
 }
 
-TEST_CASE("zero allocatable, capacity disagreement, mixed kinds, stale and invalid labels", "[check-node]") {
+TEST_CASE("zero allocatable, capacity disagreement, mixed kinds, stale and invalid labels",
+          "[check-node]") {
   CheckNodeInput in;
   in.clusterPolicy = one("clean/cluster-policy.yaml");
   auto nodes = load("clean/nodes.json");
   auto& items = nodes.front().body["items"];
-  items[0]["status"]["allocatable"]["nvidia.com/gpu"] = "0";                  // gpu-a
-  items[1]["status"]["allocatable"]["nvidia.com/GA102GL_A10"] = "1";          // gpu-b
-  items[1]["status"]["capacity"]["nvidia.com/NVIDIA_A10-12Q"] = "0";          // gpu-b stale
-  items[2]["status"]["capacity"]["nvidia.com/GA102GL_A10"] = "1";             // gpu-c mixed
+  items[0]["status"]["allocatable"]["nvidia.com/gpu"] = "0";          // gpu-a
+  items[1]["status"]["allocatable"]["nvidia.com/GA102GL_A10"] = "1";  // gpu-b
+  items[1]["status"]["capacity"]["nvidia.com/NVIDIA_A10-12Q"] = "0";  // gpu-b stale
+  items[2]["status"]["capacity"]["nvidia.com/GA102GL_A10"] = "1";     // gpu-c mixed
   items[2]["status"]["allocatable"]["nvidia.com/GA102GL_A10"] = "1";
   in.nodes = nodes;
   auto r = check(in);
@@ -374,7 +390,8 @@ TEST_CASE("every finding id the checker emits is listed in the JSON schema", "[c
   in.nodes.push_back(load("broken/vgpu-a10-4q-four.yaml").front());
   in.nodes.push_back(load("broken/passthrough-with-gpu.json").front());
   auto vmi = load("broken/vmi-a10.yaml");
-  vmi.front().body["spec"]["domain"]["devices"]["gpus"][0]["deviceName"] = "nvidia.com/GH100_H100_PCIE";
+  vmi.front().body["spec"]["domain"]["devices"]["gpus"][0]["deviceName"] =
+      "nvidia.com/GH100_H100_PCIE";
   in.workloads.insert(in.workloads.end(), vmi.begin(), vmi.end());
   auto r = check(in);
   std::set<std::string> seen;

@@ -8,7 +8,8 @@
 using namespace hostprep;
 
 TEST_CASE("YAML scalars convert like kubectl's JSON would read them", "[documents]") {
-  auto d = parseDocuments("a: 2\nb: \"2\"\nc: true\nd: ~\ne: 10DE:2236\nf: 1.5\ng: -3\nh: [x, 'y']\n", "t.yaml");
+  auto d = parseDocuments(
+      "a: 2\nb: \"2\"\nc: true\nd: ~\ne: 10DE:2236\nf: 1.5\ng: -3\nh: [x, 'y']\n", "t.yaml");
   REQUIRE(d);
   REQUIRE(d->size() == 1);
   const auto& j = d->front().body;
@@ -37,7 +38,8 @@ TEST_CASE("malformed input names the file and the position", "[documents]") {
   auto j = parseDocuments("{\n  \"a\": 1,\n  \"b\": }\n", "nodes.json");
   REQUIRE_FALSE(j);
   CHECK(j.error().exit == Exit::kUsage);
-  CHECK_THAT(j.error().message, Catch::StartsWith("nodes.json: malformed JSON at line 3, column 8 (byte 20): "));
+  CHECK_THAT(j.error().message,
+             Catch::StartsWith("nodes.json: malformed JSON at line 3, column 8 (byte 20): "));
   auto y = parseDocuments("a: [1, 2\nb: c\n", "nodes.yaml");
   REQUIRE_FALSE(y);
   CHECK_THAT(y.error().message, Catch::StartsWith("nodes.yaml: malformed YAML at line "));
@@ -79,9 +81,11 @@ TEST_CASE("Lists expand to their items", "[documents]") {
   CHECK(items[1].source == "n.json (item 2)");
 }
 
-TEST_CASE("check-node reads the vgpu-device-manager config with prepare's parser", "[vgpu-config]") {
+TEST_CASE("check-node reads the vgpu-device-manager config with prepare's parser",
+          "[vgpu-config]") {
   auto c = readVgpuConfigs(
-      "version: v1\nvgpu-configs:\n  default:\n    - device-filter: [\"0x223610DE\", \"0x1EB810DE:0x12A210DE\"]\n"
+      "version: v1\nvgpu-configs:\n  default:\n    - device-filter: [\"0x223610DE\", "
+      "\"0x1EB810DE:0x12A210DE\"]\n"
       "      devices: all\n      vgpu-devices: {\"A10-12Q\": 2}\n  split:\n    - devices: [0]\n"
       "      vgpu-devices: {\"A10-4Q\": 6}\n",
       "cfg.yaml");
@@ -97,22 +101,29 @@ TEST_CASE("check-node reads the vgpu-device-manager config with prepare's parser
   CHECK(c->find("split")->front().devices == std::vector<int>{0});
 
   // Errors name the file, the line and the key, as prepare's do.
-  auto e = readVgpuConfigs("version: v1\nvgpu-configs:\n  x:\n    - devices: all\n      vgpu-devices: {\"A10-4Q\": many}\n", "bad.yaml");
+  auto e = readVgpuConfigs(
+      "version: v1\nvgpu-configs:\n  x:\n    - devices: all\n      vgpu-devices: {\"A10-4Q\": "
+      "many}\n",
+      "bad.yaml");
   REQUIRE_FALSE(e);
   CHECK(e.error().exit == Exit::kUsage);
-  CHECK_THAT(e.error().message, Catch::StartsWith("bad.yaml:5: vgpu-configs.x[0].vgpu-devices.A10-4Q: 'many' is not a count"));
+  CHECK_THAT(e.error().message,
+             Catch::StartsWith(
+                 "bad.yaml:5: vgpu-configs.x[0].vgpu-devices.A10-4Q: 'many' is not a count"));
   auto two = readVgpuConfigs("version: v1\n---\nversion: v1\n", "two.yaml");
   REQUIRE_FALSE(two);
   CHECK_THAT(two.error().message, Catch::Contains("holds 2 documents"));
 
   // The ConfigMap the operator ships.
   auto c2 = readVgpuConfigs(
-      "kind: ConfigMap\ndata:\n  config.yaml: |\n    version: v1\n    vgpu-configs:\n      A10-4Q:\n"
+      "kind: ConfigMap\ndata:\n  config.yaml: |\n    version: v1\n    vgpu-configs:\n      "
+      "A10-4Q:\n"
       "        - devices: all\n          vgpu-devices: {\"A10-4Q\": 6}\n",
       "cm.yaml");
   REQUIRE(c2);
   CHECK(c2->find("A10-4Q")->front().vgpuDevices.front().second == 6);
-  auto cmBad = readVgpuConfigs("kind: ConfigMap\ndata:\n  config.yaml: |\n    version: v2\n", "cm.yaml");
+  auto cmBad =
+      readVgpuConfigs("kind: ConfigMap\ndata:\n  config.yaml: |\n    version: v2\n", "cm.yaml");
   REQUIRE_FALSE(cmBad);
   CHECK_THAT(cmBad.error().message, Catch::StartsWith("cm.yaml (ConfigMap data):1: version"));
 }
@@ -126,15 +137,19 @@ TEST_CASE("the operands table per mode (DOMAIN.md §1)", "[operands]") {
     return v;
   };
   CHECK(names(Mode::kContainer, Need::kYes) ==
-        std::vector<std::string>{"driver", "container-toolkit", "device-plugin", "gpu-feature-discovery",
-                                 "dcgm", "dcgm-exporter", "node-status-exporter", "operator-validator"});
+        std::vector<std::string>{"driver", "container-toolkit", "device-plugin",
+                                 "gpu-feature-discovery", "dcgm", "dcgm-exporter",
+                                 "node-status-exporter", "operator-validator"});
   CHECK(names(Mode::kVmPassthrough, Need::kYes) ==
         std::vector<std::string>{"vfio-manager", "sandbox-device-plugin", "sandbox-validator"});
   CHECK(names(Mode::kVmVgpu, Need::kYes) ==
-        std::vector<std::string>{"vgpu-manager", "vgpu-device-manager", "sandbox-device-plugin", "sandbox-validator"});
-  CHECK(names(Mode::kVmPassthrough, Need::kOptional) == std::vector<std::string>{"kata-manager", "cc-manager"});
+        std::vector<std::string>{"vgpu-manager", "vgpu-device-manager", "sandbox-device-plugin",
+                                 "sandbox-validator"});
+  CHECK(names(Mode::kVmPassthrough, Need::kOptional) ==
+        std::vector<std::string>{"kata-manager", "cc-manager"});
   REQUIRE(findOperand("vfio-manager"));
   CHECK(deployLabel(*findOperand("vfio-manager")) == "nvidia.com/gpu.deploy.vfio-manager");
   CHECK_FALSE(findOperand("nope"));
-  CHECK_THAT(formatOperandsTable(), Catch::Contains("vfio-manager           -          yes             -"));
+  CHECK_THAT(formatOperandsTable(),
+             Catch::Contains("vfio-manager           -          yes             -"));
 }

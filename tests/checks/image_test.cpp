@@ -14,9 +14,9 @@ namespace {
 PreflightReport imageOn(const Fixture& fx, Mode mode, SelectionOptions sel = {}) {
   RootHost host(fx.root());
   const BootConfig boot = readBootConfig(host);
-  const auto kernels = readImageKernels(host, preflightModules(sel.hostDriver), [&](const std::string& r) {
-    return makeKmodLoader(host, r);
-  });
+  const auto kernels =
+      readImageKernels(host, preflightModules(sel.hostDriver),
+                       [&](const std::string& r) { return makeKmodLoader(host, r); });
   return preflightImage(ImageFacts{boot, kernels}, PreflightRequest{mode, sel});
 }
 
@@ -29,7 +29,8 @@ CheckResult check(const PreflightReport& r, std::string_view id) {
 
 }  // namespace
 
-TEST_CASE("an image root without the kernel arguments fails with the GRUB line", "[preflight][image]") {
+TEST_CASE("an image root without the kernel arguments fails with the GRUB line",
+          "[preflight][image]") {
   Fixture fx("preflight-image-bare");
   REQUIRE_FALSE(std::filesystem::exists(fx.path("sys")));
   auto r = imageOn(fx, Mode::kVmPassthrough);
@@ -37,10 +38,13 @@ TEST_CASE("an image root without the kernel arguments fails with the GRUB line",
   CHECK(r.failed());
   const auto& c = check(r, "cmdline.iommu");
   CHECK(c.status == CheckStatus::kFail);
-  CHECK(c.detail == "intel_iommu=on is in none of etc/default/grub (GRUB_CMDLINE_LINUX, GRUB_CMDLINE_LINUX_DEFAULT): "
-                    "Intel nodes boot with the IOMMU off (harmless on AMD, which enables AMD-Vi itself)");
-  CHECK(c.remedy == "add \"intel_iommu=on iommu=pt\" to GRUB_CMDLINE_LINUX in /etc/default/grub, then run "
-                    "update-grub (or grub2-mkconfig -o /boot/grub2/grub.cfg) and reboot");
+  CHECK(c.detail ==
+        "intel_iommu=on is in none of etc/default/grub (GRUB_CMDLINE_LINUX, "
+        "GRUB_CMDLINE_LINUX_DEFAULT): "
+        "Intel nodes boot with the IOMMU off (harmless on AMD, which enables AMD-Vi itself)");
+  CHECK(c.remedy ==
+        "add \"intel_iommu=on iommu=pt\" to GRUB_CMDLINE_LINUX in /etc/default/grub, then run "
+        "update-grub (or grub2-mkconfig -o /boot/grub2/grub.cfg) and reboot");
   CHECK(check(r, "cmdline.iommu-pt").status == CheckStatus::kWarn);
   // The kernel is there with vfio (text modules.dep, .ko.xz names).
   CHECK(check(r, "image.kernels").detail == "6.1.0-18-amd64");
@@ -50,7 +54,8 @@ TEST_CASE("an image root without the kernel arguments fails with the GRUB line",
   CHECK(check(r, "modules.nouveau").status == CheckStatus::kWarn);
   CHECK(check(r, "boot.persistence").status == CheckStatus::kWarn);
   // Hardware checks say why they are skipped.
-  for (auto id : {"cpu.virtualization", "iommu.firmware", "gpu.present", "iommu.groups", "gpu.boot-vga"}) {
+  for (auto id :
+       {"cpu.virtualization", "iommu.firmware", "gpu.present", "iommu.groups", "gpu.boot-vga"}) {
     INFO(id);
     CHECK(check(r, id).status == CheckStatus::kSkip);
     CHECK(check(r, id).detail == "needs the hardware: run 'hostprep preflight' on the node");
@@ -71,11 +76,13 @@ TEST_CASE("a complete image root passes", "[preflight][image]") {
   CHECK_FALSE(r.failed());
   // The grub.d snippet appends to GRUB_CMDLINE_LINUX.
   CHECK(check(r, "cmdline.iommu").detail ==
-        "intel_iommu=on in etc/default/grub + etc/default/grub.d/50-hostprep.cfg (GRUB_CMDLINE_LINUX, "
+        "intel_iommu=on in etc/default/grub + etc/default/grub.d/50-hostprep.cfg "
+        "(GRUB_CMDLINE_LINUX, "
         "GRUB_CMDLINE_LINUX_DEFAULT)");
   CHECK(check(r, "modules.nouveau").detail == "blacklisted in modprobe.d");
   CHECK_THAT(check(r, "boot.persistence").detail,
-             Catch::StartsWith("hostprep-prepare.service enabled (etc/systemd/system/sysinit.target.wants/"));
+             Catch::StartsWith(
+                 "hostprep-prepare.service enabled (etc/systemd/system/sysinit.target.wants/"));
   // With --gpu-ids the ids must cover them.
   SelectionOptions sel;
   sel.gpuIds = {PciId{0x10de, 0x2331}};
@@ -84,7 +91,8 @@ TEST_CASE("a complete image root passes", "[preflight][image]") {
   CHECK_THAT(p.detail, Catch::StartsWith("vfio-pci ids at boot miss 10de:2331"));
 }
 
-TEST_CASE("image roots: BLS entries, kernel-install, intremap=off, no kernel", "[preflight][image]") {
+TEST_CASE("image roots: BLS entries, kernel-install, intremap=off, no kernel",
+          "[preflight][image]") {
   Fixture fx("preflight-image-bare");
   SECTION("a stale BLS entry without the argument warns") {
     fx.write("etc/default/grub", "GRUB_CMDLINE_LINUX=\"intel_iommu=on iommu=pt\"\n");
@@ -124,8 +132,10 @@ TEST_CASE("image roots: BLS entries, kernel-install, intremap=off, no kernel", "
     fx.write("boot/config-6.1.0-18-amd64", "CONFIG_INTEL_IOMMU=y\n# CONFIG_VFIO is not set\n");
     const auto& c = check(imageOn(fx, Mode::kVmPassthrough), "modules.vfio");
     CHECK(c.status == CheckStatus::kFail);
-    CHECK(c.detail == "vfio, vfio_pci, vfio_iommu_type1 not available for kernel 6.1.0-18-amd64 (not loaded, not "
-                      "built in, not in modules.dep)");
+    CHECK(
+        c.detail ==
+        "vfio, vfio_pci, vfio_iommu_type1 not available for kernel 6.1.0-18-amd64 (not loaded, not "
+        "built in, not in modules.dep)");
   }
   SECTION("an empty directory is an image with nothing in it, not a crash") {
     Fixture empty;

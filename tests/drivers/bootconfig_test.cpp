@@ -42,7 +42,8 @@ TEST_CASE("modprobe.d directives", "[bootconfig]") {
   b.modprobe = d;
   CHECK(b.optionValues("vfio_pci", "ids") == std::vector<std::string>{"10de:2236,10de:1aef"});
   CHECK(b.optionValues("vfio-pci", "disable-vga") == std::vector<std::string>{"1"});
-  CHECK(b.optionValues("vfio_iommu_type1", "allow_unsafe_interrupts") == std::vector<std::string>{"1"});
+  CHECK(b.optionValues("vfio_iommu_type1", "allow_unsafe_interrupts") ==
+        std::vector<std::string>{"1"});
   CHECK(b.softdepPre("nvidia") == std::vector<std::string>{"vfio_pci"});
   CHECK(b.blacklisted("nouveau"));
   CHECK_FALSE(b.blacklisted("nvidia"));
@@ -55,7 +56,8 @@ TEST_CASE("module lists and BLS options", "[bootconfig]") {
   auto m = parseModulesList("m.conf", "# c\n; c\n\nvfio\nvfio-pci  opt=1\n");
   REQUIRE(m.size() == 2);
   CHECK(m[1].module == "vfio_pci");
-  CHECK(parseLoaderEntryOptions("title x\noptions root=/dev/sda1 ro\noptions intel_iommu=on\noptionsx y\n") ==
+  CHECK(parseLoaderEntryOptions(
+            "title x\noptions root=/dev/sda1 ro\noptions intel_iommu=on\noptionsx y\n") ==
         "root=/dev/sda1 ro intel_iommu=on");
   Cmdline c = parseCmdline("vfio-pci.ids=10de:2236 vfio_iommu_type1.allow_unsafe_interrupts=1");
   CHECK(cmdlineValue(c, "vfio_pci.ids") == std::optional<std::string>("10de:2236"));

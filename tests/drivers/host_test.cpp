@@ -1,16 +1,15 @@
 // Files hostprep owns are replaced atomically: a reader never sees a torn or missing file.
 #include "drivers/host.hpp"
 
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -66,10 +65,12 @@ TEST_CASE("a timed attribute read returns the text, or the errno of the read", "
   Fixture fx;
   fx.write("sys/bus/pci/devices/0000:01:00.0/driver_override", "vfio-pci\n");
   RootHost host(fx.root());
-  auto r = host.readAttr("sys/bus/pci/devices/0000:01:00.0/driver_override", std::chrono::milliseconds(2000));
+  auto r = host.readAttr("sys/bus/pci/devices/0000:01:00.0/driver_override",
+                         std::chrono::milliseconds(2000));
   REQUIRE(r);
   CHECK(*r == "vfio-pci\n");
-  auto missing = host.readAttr("sys/bus/pci/devices/0000:01:00.0/sriov_numvfs", std::chrono::milliseconds(2000));
+  auto missing = host.readAttr("sys/bus/pci/devices/0000:01:00.0/sriov_numvfs",
+                               std::chrono::milliseconds(2000));
   REQUIRE_FALSE(missing);
   CHECK(missing.error().err == ENOENT);
   CHECK_THAT(missing.error().message, Catch::Contains("sriov_numvfs"));

@@ -27,7 +27,8 @@ TEST_CASE("passthrough resource names follow the sandbox device plugin", "[namin
   CHECK(passthroughResourceName(kPciIds, 0x2331) == "nvidia.com/GH100_H100_PCIE");
   CHECK(passthroughResourceName(kPciIds, 0x20b0) == "nvidia.com/GA100_A100_SXM4_40GB");
   CHECK(passthroughResourceName(kPciIds, 0x25b6) == "nvidia.com/GA107GL_A2___A16");
-  CHECK(passthroughResourceName(kPciIds, 0x1aef) == "nvidia.com/GA102_HIGH_DEFINITION_AUDIO_CONTROLLER");
+  CHECK(passthroughResourceName(kPciIds, 0x1aef) ==
+        "nvidia.com/GA102_HIGH_DEFINITION_AUDIO_CONTROLLER");
 }
 
 TEST_CASE("a device id missing from pci.ids falls back to the raw id", "[naming]") {
@@ -38,7 +39,8 @@ TEST_CASE("a device id missing from pci.ids falls back to the raw id", "[naming]
 }
 
 TEST_CASE("another vendor sharing the device id does not leak in", "[naming]") {
-  const char* onlyOther = "1234  Another Vendor\n\t2236  Not The A10\n10de  NVIDIA\n\t2331  GH100 [H100 PCIe]\n";
+  const char* onlyOther =
+      "1234  Another Vendor\n\t2236  Not The A10\n10de  NVIDIA\n\t2331  GH100 [H100 PCIe]\n";
   CHECK(passthroughResourceName(onlyOther, 0x2236) == "nvidia.com/2236");
 }
 

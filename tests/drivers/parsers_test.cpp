@@ -12,10 +12,18 @@ TEST_CASE("parseBdf accepts full and short addresses and nothing else", "[parser
     const char* out;  // nullptr = rejected
   };
   const Row rows[] = {
-      {"0000:3b:00.0", "0000:3b:00.0"}, {"0000:3B:1f.7", "0000:3b:1f.7"}, {"3b:00.1", "0000:3b:00.1"},
-      {"10000:3b:00.0", nullptr},       {"0000:3b:20.0", nullptr},        {"0000:3b:00.8", nullptr},
-      {"../../etc", nullptr},           {"0000:3b:00.0/", nullptr},       {"", nullptr},
-      {"0000:3b:00", nullptr},          {"0000-3b:00.0", nullptr},        {"0000:3g:00.0", nullptr},
+      {"0000:3b:00.0", "0000:3b:00.0"},
+      {"0000:3B:1f.7", "0000:3b:1f.7"},
+      {"3b:00.1", "0000:3b:00.1"},
+      {"10000:3b:00.0", nullptr},
+      {"0000:3b:20.0", nullptr},
+      {"0000:3b:00.8", nullptr},
+      {"../../etc", nullptr},
+      {"0000:3b:00.0/", nullptr},
+      {"", nullptr},
+      {"0000:3b:00", nullptr},
+      {"0000-3b:00.0", nullptr},
+      {"0000:3g:00.0", nullptr},
       {"0000:+b:00.0", nullptr},
   };
   for (const auto& r : rows) {
@@ -47,8 +55,9 @@ TEST_CASE("parseDriverOverride treats (null) and empty as unset", "[parsers]") {
 }
 
 TEST_CASE("parseCmdline splits words, values and quotes like the kernel", "[parsers]") {
-  auto c = parseCmdline("BOOT_IMAGE=/vmlinuz ro  intel_iommu=on iommu=pt quiet "
-                        "dyndbg=\"file x.c +p\" iommu=off\n");
+  auto c = parseCmdline(
+      "BOOT_IMAGE=/vmlinuz ro  intel_iommu=on iommu=pt quiet "
+      "dyndbg=\"file x.c +p\" iommu=off\n");
   CHECK(c.has("ro"));
   CHECK(c.has("quiet"));
   CHECK_FALSE(c.value("ro"));

@@ -1,7 +1,6 @@
 #include "drivers/persist.hpp"
 
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <sstream>
 
@@ -60,8 +59,9 @@ TEST_CASE("persist vm-passthrough writes the three files, container removes them
         "softdep snd_hda_intel pre: vfio-pci\n"
         "softdep ucsi_ccg pre: vfio-pci\n"
         "softdep xhci_pci pre: vfio-pci\n");
-  CHECK(slurp(fx.path("etc/modules-load.d/hostprep-vfio.conf")) ==
-        "# Written by 'hostprep persist --mode vm-passthrough'.\nvfio\nvfio_iommu_type1\nvfio_pci\n");
+  CHECK(
+      slurp(fx.path("etc/modules-load.d/hostprep-vfio.conf")) ==
+      "# Written by 'hostprep persist --mode vm-passthrough'.\nvfio\nvfio_iommu_type1\nvfio_pci\n");
   CHECK_THAT(slurp(fx.path("etc/initramfs-tools/modules")),
              Catch::StartsWith("# List of modules\nraid1\n# BEGIN hostprep"));
   // Idempotent.

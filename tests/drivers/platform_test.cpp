@@ -18,12 +18,15 @@ TEST_CASE("cpuinfo: vendor and virtualization flags", "[platform]") {
     bool vmx, svm, hypervisor;
   };
   const Case cases[] = {
-      {"vendor_id\t: GenuineIntel\nflags\t\t: fpu vmx sse\n", CpuVendor::kIntel, true, false, false},
+      {"vendor_id\t: GenuineIntel\nflags\t\t: fpu vmx sse\n", CpuVendor::kIntel, true, false,
+       false},
       {"vendor_id\t: AuthenticAMD\nflags\t\t: fpu svm\n", CpuVendor::kAmd, false, true, false},
-      {"vendor_id\t: GenuineIntel\nflags\t\t: fpu sse hypervisor\n", CpuVendor::kIntel, false, false, true},
+      {"vendor_id\t: GenuineIntel\nflags\t\t: fpu sse hypervisor\n", CpuVendor::kIntel, false,
+       false, true},
       {"vendor_id\t: HygonGenuine\nflags\t\t: svm\n", CpuVendor::kAmd, false, true, false},
       // Only the first processor's flags count; "vmxnet" is not vmx.
-      {"vendor_id: GenuineIntel\nflags: vmxnet\nflags: vmx\n", CpuVendor::kIntel, false, false, false},
+      {"vendor_id: GenuineIntel\nflags: vmxnet\nflags: vmx\n", CpuVendor::kIntel, false, false,
+       false},
       {"processor: 0\nFeatures: fp asimd\n", CpuVendor::kOther, false, false, false},
   };
   for (const auto& c : cases) {
@@ -71,19 +74,22 @@ TEST_CASE("iomem: firmware framebuffers and the PCI function they sit in", "[pla
 }
 
 TEST_CASE("kernel config, lockdown, ecap, SecureBoot, module index", "[platform]") {
-  auto c = parseKernelConfig("# comment\nCONFIG_VFIO=m\n# CONFIG_INTEL_IOMMU_DEFAULT_ON is not set\n"
-                             "CONFIG_LOCALVERSION=\"-x\"\nCONFIG_VFIO_PCI=y\n");
+  auto c = parseKernelConfig(
+      "# comment\nCONFIG_VFIO=m\n# CONFIG_INTEL_IOMMU_DEFAULT_ON is not set\n"
+      "CONFIG_LOCALVERSION=\"-x\"\nCONFIG_VFIO_PCI=y\n");
   CHECK(c.at("CONFIG_VFIO") == "m");
   CHECK(c.at("CONFIG_INTEL_IOMMU_DEFAULT_ON") == "n");
   CHECK(c.at("CONFIG_LOCALVERSION") == "-x");
   CHECK(c.at("CONFIG_VFIO_PCI") == "y");
 
   CHECK(parseLockdown("[none] integrity confidentiality\n") == std::optional<std::string>("none"));
-  CHECK(parseLockdown("none integrity [confidentiality]") == std::optional<std::string>("confidentiality"));
+  CHECK(parseLockdown("none integrity [confidentiality]") ==
+        std::optional<std::string>("confidentiality"));
   CHECK_FALSE(parseLockdown("none integrity"));
 
-  CHECK(ecapInterruptRemapping("19e2ff0505e\n") == std::optional<bool>(true));   // 0x...5e: bit 3 set
-  CHECK(ecapInterruptRemapping("f0050d2") == std::optional<bool>(false));        // 0x...d2: bit 3 clear
+  CHECK(ecapInterruptRemapping("19e2ff0505e\n") ==
+        std::optional<bool>(true));                                        // 0x...5e: bit 3 set
+  CHECK(ecapInterruptRemapping("f0050d2") == std::optional<bool>(false));  // 0x...d2: bit 3 clear
   CHECK(ecapInterruptRemapping("0x8") == std::optional<bool>(true));
   CHECK_FALSE(ecapInterruptRemapping("zz"));
 
@@ -91,11 +97,12 @@ TEST_CASE("kernel config, lockdown, ecap, SecureBoot, module index", "[platform]
   CHECK(parseSecureBootVar(std::string("\x06\0\0\0\0", 5)) == std::optional<bool>(false));
   CHECK_FALSE(parseSecureBootVar("ab"));
 
-  auto names = parseModuleIndexNames("kernel/drivers/vfio/pci/vfio-pci.ko.xz: kernel/drivers/vfio/vfio.ko.xz\n"
-                                     "kernel/drivers/vfio/vfio.ko.zst:\n"
-                                     "updates/dkms/nvidia.ko:\n"
-                                     "kernel/drivers/pci/pci-stub.ko\n"
-                                     "garbage line\n");
+  auto names = parseModuleIndexNames(
+      "kernel/drivers/vfio/pci/vfio-pci.ko.xz: kernel/drivers/vfio/vfio.ko.xz\n"
+      "kernel/drivers/vfio/vfio.ko.zst:\n"
+      "updates/dkms/nvidia.ko:\n"
+      "kernel/drivers/pci/pci-stub.ko\n"
+      "garbage line\n");
   CHECK(names == std::set<std::string>{"nvidia", "pci_stub", "vfio", "vfio_pci"});
   CHECK(configSymbolOf("vfio-pci") == std::optional<std::string_view>("CONFIG_VFIO_PCI"));
   CHECK_FALSE(configSymbolOf("nvidia"));
@@ -105,7 +112,8 @@ TEST_CASE("readPlatform reads a fixture host and leaves absent things unknown", 
   Fixture fx("preflight-intel");
   FakeKernel k(fx.root());
   FakeModules mods(k);
-  auto p = readPlatform(k, "6.1.0-test-amd64", mods, {"vfio", "vfio_pci", "kvm_intel", "nouveau", "bogus/../x"});
+  auto p = readPlatform(k, "6.1.0-test-amd64", mods,
+                        {"vfio", "vfio_pci", "kvm_intel", "nouveau", "bogus/../x"});
   CHECK(p.cpu.vendor == CpuVendor::kIntel);
   CHECK(p.devKvm);
   REQUIRE(p.acpiTables);

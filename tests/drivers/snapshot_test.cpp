@@ -66,7 +66,8 @@ TEST_CASE("oversized sysfs files are capped, not trusted", "[snapshot]") {
   CHECK(host.read("big", 8192)->size() == 5000);
 }
 
-TEST_CASE("selection takes every companion in the group and refuses foreign devices", "[selection]") {
+TEST_CASE("selection takes every companion in the group and refuses foreign devices",
+          "[selection]") {
   SECTION("Turing: audio, USB and UCSI ride along") {
     Fixture fx("turing-usb-ucsi");
     RootHost host(fx.root());
@@ -105,7 +106,8 @@ TEST_CASE("selection takes every companion in the group and refuses foreign devi
     auto bad = selectDevices(*s, o);
     REQUIRE_FALSE(bad);
     CHECK(bad.error().exit == Exit::kUsage);
-    CHECK_THAT(bad.error().message, Catch::Contains("0000:5e:00.0 (144d:a80a NVMe controller) is not a selected GPU"));
+    CHECK_THAT(bad.error().message,
+               Catch::Contains("0000:5e:00.0 (144d:a80a NVMe controller) is not a selected GPU"));
   }
   SECTION("--gpu-ids replaces the NVIDIA rule") {
     Fixture fx("two-a10");
@@ -120,7 +122,8 @@ TEST_CASE("selection takes every companion in the group and refuses foreign devi
   }
 }
 
-TEST_CASE("refreshing the functions a rebind named gives the snapshot a full read gives", "[snapshot]") {
+TEST_CASE("refreshing the functions a rebind named gives the snapshot a full read gives",
+          "[snapshot]") {
   Fixture fx("two-a10");
   hostprep::test::FakeKernel k(fx.root());
   const Bdf gpu = *parseBdf("0000:3b:00.0"), audio = *parseBdf("0000:3b:00.1");
@@ -160,7 +163,8 @@ TEST_CASE("refreshing the functions a rebind named gives the snapshot a full rea
   }
   SECTION("a function the snapshot does not know makes it a full read") {
     Snapshot partial = *before;
-    std::erase_if(partial.pci, [&](const PciFunction& f) { return f.bdf == gpu; });  // not there before
+    std::erase_if(partial.pci,
+                  [&](const PciFunction& f) { return f.bdf == gpu; });  // not there before
     auto refreshed = refreshSnapshot(k, partial, {gpu});
     REQUIRE(refreshed);
     CHECK(*refreshed == *readSnapshot(k));

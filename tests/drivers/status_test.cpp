@@ -3,7 +3,6 @@
 #include "drivers/status.hpp"
 
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -28,7 +27,8 @@ std::string slurp(const std::filesystem::path& p) {
 }
 
 nlohmann::json schema() {
-  return nlohmann::json::parse(slurp(std::filesystem::path(HOSTPREP_SOURCE_DIR) / "agent/status.schema.json"));
+  return nlohmann::json::parse(
+      slurp(std::filesystem::path(HOSTPREP_SOURCE_DIR) / "agent/status.schema.json"));
 }
 
 std::unique_ptr<Observation> observeScenario(const Fixture& fx, StatusRequest r = {}) {
@@ -43,9 +43,11 @@ std::unique_ptr<Observation> observeScenario(const Fixture& fx, StatusRequest r 
   return std::move(*o);
 }
 
-// Compares with tests/fixtures/<scenario>/expected-status.json; HOSTPREP_UPDATE_GOLDEN=1 rewrites it.
+// Compares with tests/fixtures/<scenario>/expected-status.json; HOSTPREP_UPDATE_GOLDEN=1 rewrites
+// it.
 void checkGolden(const std::string& scenario, const std::string& actual) {
-  const auto path = std::filesystem::path(HOSTPREP_FIXTURES_DIR) / scenario / "expected-status.json";
+  const auto path =
+      std::filesystem::path(HOSTPREP_FIXTURES_DIR) / scenario / "expected-status.json";
   if (std::getenv("HOSTPREP_UPDATE_GOLDEN")) {
     std::ofstream(path) << actual;
   }
@@ -56,7 +58,8 @@ void checkGolden(const std::string& scenario, const std::string& actual) {
 
 TEST_CASE("golden status documents match and validate against the schema", "[status]") {
   const auto sch = schema();
-  for (const char* scenario : {"status-passthrough-done", "status-container", "status-mixed", "status-drifted"}) {
+  for (const char* scenario :
+       {"status-passthrough-done", "status-container", "status-mixed", "status-drifted"}) {
     INFO(scenario);
     Fixture fx(scenario);
     auto o = observeScenario(fx);
@@ -101,7 +104,8 @@ TEST_CASE("what each golden host is, in words", "[status]") {
     CHECK(d.actualMode == ActualMode::kMixed);
     CHECK_FALSE(d.converged);
     CHECK_FALSE(d.pciIdsFound);
-    CHECK(d.advertised == std::map<std::string, int>{{"nvidia.com/2236", 1}, {"nvidia.com/gpu", 1}});
+    CHECK(d.advertised ==
+          std::map<std::string, int>{{"nvidia.com/2236", 1}, {"nvidia.com/gpu", 1}});
     CHECK(d.condition("DevicesOnWantedDriver")->reason == "NoDesiredMode");
   }
   SECTION("drifted: the audio function is off vfio, its group is not viable, still advertised") {
@@ -139,7 +143,8 @@ TEST_CASE("a condition keeps its lastTransitionTime until its status changes", "
   fx.symlink("sys/devices/pci0000:3b/0000:3b:00.1/driver", "../../../bus/pci/drivers/vfio-pci");
   r.now = kNow + 1200;
   // On vfio but without the override, a re-probe could take it away: one step still pending.
-  CHECK((*observe(host, r))->doc.condition("DevicesOnWantedDriver")->message == "1 step(s) pending");
+  CHECK((*observe(host, r))->doc.condition("DevicesOnWantedDriver")->message ==
+        "1 step(s) pending");
   fx.write("sys/devices/pci0000:3b/0000:3b:00.1/driver_override", "vfio-pci\n");
   auto third = observe(host, r);
   CHECK((*third)->doc.condition("GroupsViable")->status == ConditionStatus::kTrue);
@@ -149,7 +154,9 @@ TEST_CASE("a condition keeps its lastTransitionTime until its status changes", "
 }
 
 TEST_CASE("advertised resources follow the sandbox device plugin's quirks", "[status][naming]") {
-  const std::string ids = "1234  Other\n\t2236  Not The A10\n10de  NVIDIA\n\t1aef  GA102 High Definition Audio Controller\n\t2236  GA102GL [A10]\n";
+  const std::string ids =
+      "1234  Other\n\t2236  Not The A10\n10de  NVIDIA\n\t1aef  GA102 High Definition Audio "
+      "Controller\n\t2236  GA102GL [A10]\n";
   Fixture fx("status-passthrough-done");
   RootHost host(fx.root());
   auto snap = readSnapshot(host);
@@ -164,7 +171,8 @@ TEST_CASE("advertised resources follow the sandbox device plugin's quirks", "[st
   SECTION("no pci.ids, or no entry: the raw device id") {
     CHECK(advertisedResources(*snap, none, *sel, "nvidia", std::nullopt) ==
           std::map<std::string, int>{{"nvidia.com/2236", 2}});
-    CHECK(advertisedResources(*snap, none, *sel, "nvidia", std::string("10de  NVIDIA\n\t1aef  Audio\n")) ==
+    CHECK(advertisedResources(*snap, none, *sel, "nvidia",
+                              std::string("10de  NVIDIA\n\t1aef  Audio\n")) ==
           std::map<std::string, int>{{"nvidia.com/2236", 2}});
   }
   SECTION("a vfio-bound companion whose GPU is not on vfio gets its own resource, upper-cased") {
@@ -199,7 +207,8 @@ TEST_CASE("vGPU devices are advertised by type name, and make the mode vm-vgpu",
   auto o = observeScenario(fx);
   const auto& d = o->doc;
   CHECK(d.actualMode == ActualMode::kMixed);  // 86:00.0 is still a plain container GPU
-  CHECK(d.advertised == std::map<std::string, int>{{"nvidia.com/NVIDIA_A10-12Q", 1}, {"nvidia.com/gpu", 1}});
+  CHECK(d.advertised ==
+        std::map<std::string, int>{{"nvidia.com/NVIDIA_A10-12Q", 1}, {"nvidia.com/gpu", 1}});
   REQUIRE(d.vgpu.size() == 1);
   CHECK(d.vgpu[0].device.parent->str() == "0000:3b:00.0");
   CHECK(d.vgpu[0].device.typeId == "nvidia-558");
@@ -220,14 +229,18 @@ TEST_CASE("NFD features and the Prometheus textfile", "[status]") {
   CHECK_THAT(prom, Catch::Contains("hostprep_converged 1\n"));
   CHECK_THAT(prom, Catch::Contains("hostprep_last_transition_timestamp_seconds 1714564800\n"));
   CHECK_THAT(prom, Catch::Contains("hostprep_advertised{resource=\"nvidia.com/GA102GL_A10\"} 2\n"));
-  CHECK_THAT(prom, Catch::Contains("hostprep_mode_info{desired=\"vm-passthrough\",actual=\"vm-passthrough\"} 1\n"));
+  CHECK_THAT(prom,
+             Catch::Contains(
+                 "hostprep_mode_info{desired=\"vm-passthrough\",actual=\"vm-passthrough\"} 1\n"));
 
   SECTION("publish writes all three where the config says") {
     RootHost host(fx.root());
     auto cfg = loadConfig(host, kConfigPath, false);
     REQUIRE(publish(host, *o, *cfg, cfg->statusPath));
-    CHECK(nlohmann::json::parse(std::ifstream(fx.path("run/hostprep/status.json")))["actualMode"] == "vm-passthrough");
-    CHECK(std::filesystem::exists(fx.path("etc/kubernetes/node-feature-discovery/features.d/hostprep")));
+    CHECK(nlohmann::json::parse(std::ifstream(fx.path("run/hostprep/status.json")))["actualMode"] ==
+          "vm-passthrough");
+    CHECK(std::filesystem::exists(
+        fx.path("etc/kubernetes/node-feature-discovery/features.d/hostprep")));
     CHECK(std::filesystem::exists(fx.path("var/lib/node-exporter/hostprep.prom")));
   }
 }
@@ -246,7 +259,8 @@ TEST_CASE("the schema validator rejects what the schema forbids", "[status][sche
   auto j = nlohmann::json::parse(toJson(observeScenario(fx)->doc).dump());
   auto bad = j;
   bad.erase("converged");
-  CHECK(hostprep::test::validateSchema(sch, bad) == std::vector<std::string>{"$: missing converged"});
+  CHECK(hostprep::test::validateSchema(sch, bad) ==
+        std::vector<std::string>{"$: missing converged"});
   bad = j;
   bad["actualMode"] = "vm";
   CHECK(hostprep::test::validateSchema(sch, bad).size() == 1);
@@ -258,5 +272,6 @@ TEST_CASE("the schema validator rejects what the schema forbids", "[status][sche
   CHECK(hostprep::test::validateSchema(sch, bad).size() == 1);
   bad = j;
   bad["extra"] = 1;
-  CHECK(hostprep::test::validateSchema(sch, bad) == std::vector<std::string>{"$.extra: not allowed by the schema"});
+  CHECK(hostprep::test::validateSchema(sch, bad) ==
+        std::vector<std::string>{"$.extra: not allowed by the schema"});
 }

@@ -113,7 +113,8 @@ TEST_CASE("groups move in parallel lanes, and serially when asked", "[switcher]"
     CHECK(moved.size() == 4);
     if (!parallel) {
       // Serial runs follow the plan: GPUs first, then companions.
-      CHECK(moved == std::vector<std::string>{"0000:3b:00.0", "0000:86:00.0", "0000:3b:00.1", "0000:86:00.1"});
+      CHECK(moved == std::vector<std::string>{"0000:3b:00.0", "0000:86:00.0", "0000:3b:00.1",
+                                              "0000:86:00.1"});
     }
     REQUIRE(applyPlan(r.k, r.plan(Mode::kContainer), r.opt));
     CHECK(r.fx.deviceState() == before);
@@ -161,7 +162,8 @@ TEST_CASE("a Turing group moves all four functions", "[switcher]") {
   CHECK(r.fx.deviceState() == before);
 }
 
-TEST_CASE("a failure injected at every step leaves the host exactly as it was", "[switcher][faults]") {
+TEST_CASE("a failure injected at every step leaves the host exactly as it was",
+          "[switcher][faults]") {
   for (auto [scenario, mode] : {std::pair{"two-a10", Mode::kVmPassthrough},
                                 std::pair{"turing-usb-ucsi", Mode::kVmPassthrough},
                                 std::pair{"passthrough-done", Mode::kContainer}}) {
@@ -205,7 +207,8 @@ TEST_CASE("a probe that binds nothing is caught by verification and rolled back"
     m.fx.write("lib/modules/6.1.0-test-amd64/modules.dep", "kernel/drivers/nvidia.ko:\n");
     auto res2 = applyPlan(m.k, m.plan(Mode::kVmPassthrough), m.opt);
     REQUIRE_FALSE(res2);
-    CHECK_THAT(res2.error().message, Catch::StartsWith("load module vfio_pci: cannot load module vfio_pci"));
+    CHECK_THAT(res2.error().message,
+               Catch::StartsWith("load module vfio_pci: cannot load module vfio_pci"));
     CHECK(m.kernel.writeCount() == 0);
   }
 }
@@ -319,7 +322,8 @@ TEST_CASE("vm-passthrough without an IOMMU is refused before anything changes", 
   auto sel = selectDevices(*s, {});
   auto p = makePlan(*s, *sel, {Mode::kVmPassthrough, "nvidia", ""});
   REQUIRE_FALSE(p);
-  CHECK_THAT(p.error().describe(), Catch::Contains("0000:3b:00.0 (10de:2236 3D controller): has no IOMMU group"));
+  CHECK_THAT(p.error().describe(),
+             Catch::Contains("0000:3b:00.0 (10de:2236 3D controller): has no IOMMU group"));
   CHECK_THAT(p.error().describe(), Catch::Contains("intel_iommu=on"));
 }
 

@@ -7,9 +7,12 @@
 using namespace hostprep;
 using hostprep::test::Fixture;
 
-TEST_CASE("the status reader and vGPU creation share one creatable_vgpu_types parser", "[vgpu-state]") {
-  CHECK(parseCreatableVgpuTypes("ID    : vGPU Name\n1428  : NVIDIA H200X-141C\n 1430 :NVIDIA H200X-70C \n\nbad line\n") ==
-        std::vector<VgpuTypeId>{{"1428", "NVIDIA H200X-141C"}, {"1430", "NVIDIA H200X-70C"}});
+TEST_CASE("the status reader and vGPU creation share one creatable_vgpu_types parser",
+          "[vgpu-state]") {
+  CHECK(
+      parseCreatableVgpuTypes(
+          "ID    : vGPU Name\n1428  : NVIDIA H200X-141C\n 1430 :NVIDIA H200X-70C \n\nbad line\n") ==
+      std::vector<VgpuTypeId>{{"1428", "NVIDIA H200X-141C"}, {"1430", "NVIDIA H200X-70C"}});
   CHECK(parseCreatableVgpuTypes("").empty());
   CHECK(parseCreatableVgpuTypes("12 :\n").empty());
 }

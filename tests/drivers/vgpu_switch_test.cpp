@@ -110,7 +110,8 @@ std::vector<std::string> describe(const Plan& p) {
 }
 
 // What differs between two deviceState()s, one "key: before -> after" per line ("" when equal).
-std::string diff(const std::map<std::string, std::string>& a, const std::map<std::string, std::string>& b) {
+std::string diff(const std::map<std::string, std::string>& a,
+                 const std::map<std::string, std::string>& b) {
   std::string out;
   for (const auto& [k, v] : a) {
     auto it = b.find(k);
@@ -126,11 +127,14 @@ std::string diff(const std::map<std::string, std::string>& a, const std::map<std
   return out;
 }
 
-std::map<std::string, int> advertised(std::initializer_list<std::pair<const std::string, int>> l) { return l; }
+std::map<std::string, int> advertised(std::initializer_list<std::pair<const std::string, int>> l) {
+  return l;
+}
 
 }  // namespace
 
-TEST_CASE("two T4s: mdev devices on the PF, the GRID prefix matched, instances counting down", "[vgpu]") {
+TEST_CASE("two T4s: mdev devices on the PF, the GRID prefix matched, instances counting down",
+          "[vgpu]") {
   VRig r("vgpu-two-t4");
   auto before = r.fx.deviceState();
   Plan p = r.plan(Mode::kVmVgpu);  // embedded default: T4-8Q x 2 per card
@@ -140,11 +144,11 @@ TEST_CASE("two T4s: mdev devices on the PF, the GRID prefix matched, instances c
   CHECK(p.vgpus[0].iface == VgpuInterface::kMdev);
   CHECK(p.vgpus[1].uuid == vgpuUuid(*parseBdf("0000:3b:00.0"), "T4-8Q", 1));
   CHECK(expectedAdvertised(p) == advertised({{"nvidia.com/GRID_T4-8Q", 4}}));
-  CHECK(describe(p) == std::vector<std::string>{
-                           "0000:3b:00.0: create vGPU T4-8Q (mdev " + p.vgpus[0].uuid + ")",
-                           "0000:3b:00.0: create vGPU T4-8Q (mdev " + p.vgpus[1].uuid + ")",
-                           "0000:d8:00.0: create vGPU T4-8Q (mdev " + p.vgpus[2].uuid + ")",
-                           "0000:d8:00.0: create vGPU T4-8Q (mdev " + p.vgpus[3].uuid + ")"});
+  CHECK(describe(p) ==
+        std::vector<std::string>{"0000:3b:00.0: create vGPU T4-8Q (mdev " + p.vgpus[0].uuid + ")",
+                                 "0000:3b:00.0: create vGPU T4-8Q (mdev " + p.vgpus[1].uuid + ")",
+                                 "0000:d8:00.0: create vGPU T4-8Q (mdev " + p.vgpus[2].uuid + ")",
+                                 "0000:d8:00.0: create vGPU T4-8Q (mdev " + p.vgpus[3].uuid + ")"});
   CHECK(r.kernel.writeCount() == 0);
   CHECK(diff(before, r.fx.deviceState()) == "");  // planning touches nothing
 
@@ -164,7 +168,8 @@ TEST_CASE("two T4s: mdev devices on the PF, the GRID prefix matched, instances c
     auto steps = describe(q);
     REQUIRE(steps.size() == 4 + 8);
     CHECK_THAT(steps[0], Catch::StartsWith("0000:3b:00.0: remove vGPU "));
-    CHECK(steps[4] == "0000:3b:00.0: create vGPU T4-4Q (mdev " + vgpuUuid(*parseBdf("0000:3b:00.0"), "T4-4Q", 0) + ")");
+    CHECK(steps[4] == "0000:3b:00.0: create vGPU T4-4Q (mdev " +
+                          vgpuUuid(*parseBdf("0000:3b:00.0"), "T4-4Q", 0) + ")");
     REQUIRE(applyPlan(r.k, q, r.opt));
     CHECK(r.read(types + "nvidia-224/available_instances") == "0");
     CHECK(r.vgpus().size() == 8);
@@ -242,7 +247,10 @@ TEST_CASE("two A10s: VFs enabled first, one vGPU per VF, default A10-12Q x 2 per
   CHECK(devs[0].uuid == p.vgpus[0].uuid);
   CHECK(devs[0].group.has_value());
   // A third A10-12Q on the card has no room: every other VF shows 0 instances of it.
-  CHECK(r.read("sys/bus/pci/devices/0000:3b:00.6/mdev_supported_types/nvidia-594/available_instances") == "0");
+  CHECK(
+      r.read(
+          "sys/bus/pci/devices/0000:3b:00.6/mdev_supported_types/nvidia-594/available_instances") ==
+      "0");
   CHECK(r.plan(Mode::kVmVgpu).noop());
 
   SECTION("A10-4Q gives 6 per card, 12 on the node") {
@@ -283,12 +291,14 @@ TEST_CASE("A10-4Q x 7 is refused before anything changes", "[vgpu]") {
   auto before = r.fx.deviceState();
   auto p = r.tryPlan(Mode::kVmVgpu, "too-many");
   REQUIRE_FALSE(p);
-  CHECK(p.error().describe() ==
-        "vgpu-config 'too-many': GPU 0000:3b:00.0 (10de:2236 3D controller) cannot hold A10-4Q x 7: "
-        "at most 6 per GPU (lower the count in vgpu-devices, or choose a smaller profile)");
+  CHECK(
+      p.error().describe() ==
+      "vgpu-config 'too-many': GPU 0000:3b:00.0 (10de:2236 3D controller) cannot hold A10-4Q x 7: "
+      "at most 6 per GPU (lower the count in vgpu-devices, or choose a smaller profile)");
   auto w = r.tryPlan(Mode::kVmVgpu, "wrong-family");
   REQUIRE_FALSE(w);
-  CHECK_THAT(w.error().message, Catch::Contains("does not offer vGPU type T4-4Q (its profiles are the A10-* types"));
+  CHECK_THAT(w.error().message,
+             Catch::Contains("does not offer vGPU type T4-4Q (its profiles are the A10-* types"));
   CHECK(r.kernel.writeCount() == 0);
   CHECK(diff(before, r.fx.deviceState()) == "");
   SECTION("also once the VFs are on and show their types") {
@@ -298,7 +308,9 @@ TEST_CASE("A10-4Q x 7 is refused before anything changes", "[vgpu]") {
     CHECK_THAT(again.error().message, Catch::EndsWith("cannot hold A10-4Q x 7: at most 6 per GPU"));
     auto w2 = r.tryPlan(Mode::kVmVgpu, "wrong-family");
     REQUIRE_FALSE(w2);
-    CHECK_THAT(w2.error().message, Catch::Contains("does not offer vGPU type T4-4Q (it offers: NVIDIA A10-1Q (nvidia-588)"));
+    CHECK_THAT(
+        w2.error().message,
+        Catch::Contains("does not offer vGPU type T4-4Q (it offers: NVIDIA A10-1Q (nvidia-588)"));
   }
 }
 
@@ -312,7 +324,8 @@ TEST_CASE("H100 on the per-VF interface: current_vgpu_type on each VF", "[vgpu]"
   CHECK(r.read("sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type") == "1019");
   CHECK(r.read("sys/bus/pci/devices/0000:41:00.6/nvidia/current_vgpu_type") == "0");
   // The card is full of H100-40C: the next VF can create nothing.
-  CHECK(r.read("sys/bus/pci/devices/0000:41:00.6/nvidia/creatable_vgpu_types") == "ID    : vGPU Name");
+  CHECK(r.read("sys/bus/pci/devices/0000:41:00.6/nvidia/creatable_vgpu_types") ==
+        "ID    : vGPU Name");
   auto devs = r.vgpus();
   REQUIRE(devs.size() == 2);
   CHECK(devs[0].iface == VgpuInterface::kPerVf);
@@ -343,7 +356,8 @@ TEST_CASE("a non-NVIDIA mdev parent selected with --gpu-ids, types named by dire
   r.hostDriver = "standin";
   auto none = r.tryPlan(Mode::kVmVgpu);
   REQUIRE_FALSE(none);
-  CHECK_THAT(none.error().describe(), Catch::Contains("no embedded default vGPU config for this model (pass --vgpu-config"));
+  CHECK_THAT(none.error().describe(),
+             Catch::Contains("no embedded default vGPU config for this model (pass --vgpu-config"));
   auto amb = r.tryPlan(Mode::kVmVgpu, "serial");
   REQUIRE_FALSE(amb);
   CHECK_THAT(amb.error().describe(), Catch::Contains("vGPU type serial is ambiguous"));
@@ -352,7 +366,9 @@ TEST_CASE("a non-NVIDIA mdev parent selected with --gpu-ids, types named by dire
   CHECK(p.vgpus[0].typeName == "Dual port serial");
   CHECK(expectedAdvertised(p) == advertised({{"nvidia.com/Dual_port_serial", 2}}));
   REQUIRE(applyPlan(r.k, p, r.opt));
-  CHECK(r.read("sys/bus/pci/devices/0000:00:05.0/mdev_supported_types/mtty-2/available_instances") == "10");
+  CHECK(
+      r.read("sys/bus/pci/devices/0000:00:05.0/mdev_supported_types/mtty-2/available_instances") ==
+      "10");
   CHECK(r.vgpus().size() == 2);
   CHECK(r.plan(Mode::kVmVgpu, "mtty").noop());
 }
@@ -370,12 +386,14 @@ TEST_CASE("a vGPU device in use blocks leaving vm-vgpu", "[vgpu]") {
   CHECK(holders[0].describe() == "pid 777 (qemu-system-x86) holds " + node);
 }
 
-TEST_CASE("sriov_drivers_autoprobe off: VFs stay driverless except those that carry vGPUs", "[vgpu]") {
+TEST_CASE("sriov_drivers_autoprobe off: VFs stay driverless except those that carry vGPUs",
+          "[vgpu]") {
   VRig r("vgpu-two-a10");
   r.fx.write("sys/devices/pci0000:3b/0000:3b:00.0/sriov_drivers_autoprobe", "0\n");
   Plan p = r.plan(Mode::kVmVgpu);
   auto steps = describe(p);
-  CHECK(std::find(steps.begin(), steps.end(), "0000:3b:00.4: set driver_override to nvidia") != steps.end());
+  CHECK(std::find(steps.begin(), steps.end(), "0000:3b:00.4: set driver_override to nvidia") !=
+        steps.end());
   // The fake kernel's autoprobe honours the flag too.
   REQUIRE(applyPlan(r.k, p, r.opt));
   CHECK(r.driver("0000:3b:00.4") == std::optional<std::string>("nvidia"));
@@ -424,7 +442,8 @@ TEST_CASE("the fake kernel's sriov_numvfs has the real kernel's errors", "[vgpu]
   CHECK_FALSE(r.kernel.exists("sys/kernel/iommu_groups/300"));
 }
 
-TEST_CASE("a failure injected at every write of a vGPU plan leaves the host exactly as it was", "[vgpu][faults]") {
+TEST_CASE("a failure injected at every write of a vGPU plan leaves the host exactly as it was",
+          "[vgpu][faults]") {
   struct Case {
     const char* scenario;
     Mode from;  // applied first (kContainer: nothing)
@@ -447,7 +466,8 @@ TEST_CASE("a failure injected at every write of a vGPU plan leaves the host exac
     }
     REQUIRE(total > 2);
     for (size_t k = 0; k < total; ++k) {
-      INFO(c.scenario << " -> " << toString(c.to) << " " << c.config << ": write " << k << " of " << total);
+      INFO(c.scenario << " -> " << toString(c.to) << " " << c.config << ": write " << k << " of "
+                      << total);
       VRig r(c.scenario);
       if (c.from == Mode::kVmVgpu) r.apply(Mode::kVmVgpu);
       auto before = r.fx.deviceState();
@@ -464,10 +484,11 @@ TEST_CASE("a failure injected at every write of a vGPU plan leaves the host exac
 }
 
 TEST_CASE("a crash after any step of a vGPU plan is resolved by the next run", "[vgpu][crash]") {
-  for (auto [scenario, from, to] : {std::tuple{"vgpu-two-a10", Mode::kContainer, Mode::kVmVgpu},
-                                    std::tuple{"vgpu-two-a10", Mode::kVmVgpu, Mode::kContainer},
-                                    std::tuple{"vgpu-h100-pervf", Mode::kContainer, Mode::kVmVgpu},
-                                    std::tuple{"vgpu-two-t4", Mode::kVmVgpu, Mode::kVmPassthrough}}) {
+  for (auto [scenario, from, to] :
+       {std::tuple{"vgpu-two-a10", Mode::kContainer, Mode::kVmVgpu},
+        std::tuple{"vgpu-two-a10", Mode::kVmVgpu, Mode::kContainer},
+        std::tuple{"vgpu-h100-pervf", Mode::kContainer, Mode::kVmVgpu},
+        std::tuple{"vgpu-two-t4", Mode::kVmVgpu, Mode::kVmPassthrough}}) {
     size_t steps = 0;
     {
       VRig probe(scenario);
@@ -499,10 +520,12 @@ TEST_CASE("the journal keeps the vGPU state and reads version 1 journals", "[vgp
   j.pid = 42;
   j.sriov = {{*parseBdf("0000:3b:00.0"), 0}};
   j.vgpuGpus = {*parseBdf("0000:3b:00.0")};
-  j.vgpus = {{VgpuInterface::kMdev, *parseBdf("0000:3b:00.4"), vgpuUuid(*parseBdf("0000:3b:00.4"), "A10-12Q", 0),
-              "nvidia-594", "NVIDIA A10-12Q", 10000},
-             {VgpuInterface::kPerVf, *parseBdf("0000:41:00.4"), "", "1019", "NVIDIA H100-40C", 400}};
-  j.steps = {{StepKind::kCreateVgpu, *parseBdf("0000:3b:00.4"), "A10-12Q", std::nullopt, j.vgpus[0].uuid}};
+  j.vgpus = {
+      {VgpuInterface::kMdev, *parseBdf("0000:3b:00.4"),
+       vgpuUuid(*parseBdf("0000:3b:00.4"), "A10-12Q", 0), "nvidia-594", "NVIDIA A10-12Q", 10000},
+      {VgpuInterface::kPerVf, *parseBdf("0000:41:00.4"), "", "1019", "NVIDIA H100-40C", 400}};
+  j.steps = {
+      {StepKind::kCreateVgpu, *parseBdf("0000:3b:00.4"), "A10-12Q", std::nullopt, j.vgpus[0].uuid}};
   auto back = parseJournal(toJson(j));
   REQUIRE(back);
   CHECK(back->vgpus == j.vgpus);
@@ -511,16 +534,19 @@ TEST_CASE("the journal keeps the vGPU state and reads version 1 journals", "[vgp
   CHECK(back->vgpuGpus == j.vgpuGpus);
   CHECK(back->steps[0].uuid == j.vgpus[0].uuid);
   CHECK_THAT(toJson(j), Catch::Contains("\"version\": 2"));
-  auto v1 = parseJournal(R"({"version": 1, "mode": "container", "pid": 1, "next": 0, "devices": [], "steps": []})");
+  auto v1 = parseJournal(
+      R"({"version": 1, "mode": "container", "pid": 1, "next": 0, "devices": [], "steps": []})");
   REQUIRE(v1);
   CHECK(v1->vgpus.empty());
-  auto bad = parseJournal(R"({"version": 2, "mode": "vm-vgpu", "next": 0, "vgpus": [{"interface": "mdev",
+  auto bad =
+      parseJournal(R"({"version": 2, "mode": "vm-vgpu", "next": 0, "vgpus": [{"interface": "mdev",
       "parent": "0000:3b:00.4", "uuid": "../../x", "type": "nvidia-1", "group": null}]})");
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message == "journal: vgpus[0]: \"uuid\" is not a UUID");
 }
 
-TEST_CASE("VFs another driver holds are named before a plan would disable SR-IOV under them", "[vgpu]") {
+TEST_CASE("VFs another driver holds are named before a plan would disable SR-IOV under them",
+          "[vgpu]") {
   VRig r("vgpu-two-a10");
   r.apply(Mode::kVmVgpu);
   // The VFs carry vGPUs on the host driver: leaving vm-vgpu may take them.

@@ -6,7 +6,8 @@
 
 using namespace hostprep;
 
-TEST_CASE("a configured type matches the last token of the name, the whole name, or the directory", "[vgpu]") {
+TEST_CASE("a configured type matches the last token of the name, the whole name, or the directory",
+          "[vgpu]") {
   struct Row {
     const char* configured;
     const char* id;
@@ -29,7 +30,8 @@ TEST_CASE("a configured type matches the last token of the name, the whole name,
 }
 
 TEST_CASE("matchVgpuTypes prefers an exact id or name and reports ambiguity", "[vgpu]") {
-  std::vector<MdevType> mtty{{"mtty-1", "Single port serial", 24}, {"mtty-2", "Dual port serial", 12}};
+  std::vector<MdevType> mtty{{"mtty-1", "Single port serial", 24},
+                             {"mtty-2", "Dual port serial", 12}};
   CHECK(matchVgpuTypes(mtty, "mtty-2") == std::vector<size_t>{1});
   CHECK(matchVgpuTypes(mtty, "Single port serial") == std::vector<size_t>{0});
   CHECK(matchVgpuTypes(mtty, "serial") == std::vector<size_t>{0, 1});
@@ -38,11 +40,13 @@ TEST_CASE("matchVgpuTypes prefers an exact id or name and reports ambiguity", "[
 }
 
 TEST_CASE("creatable_vgpu_types lines parse as ID : NAME", "[vgpu]") {
-  CHECK(parseCreatableVgpuTypes("ID    : vGPU Name\n1428  : NVIDIA H200X-141C\n1429 : NVIDIA H200X-70C\n") ==
+  CHECK(parseCreatableVgpuTypes(
+            "ID    : vGPU Name\n1428  : NVIDIA H200X-141C\n1429 : NVIDIA H200X-70C\n") ==
         std::vector<VgpuTypeId>{{"1428", "NVIDIA H200X-141C"}, {"1429", "NVIDIA H200X-70C"}});
   CHECK(parseCreatableVgpuTypes("").empty());
   CHECK(parseCreatableVgpuTypes("ID    : vGPU Name\n").empty());
-  CHECK(parseCreatableVgpuTypes("12 :\n : name\nx1 : y\n  7:A:B  \n") == std::vector<VgpuTypeId>{{"7", "A:B"}});
+  CHECK(parseCreatableVgpuTypes("12 :\n : name\nx1 : y\n  7:A:B  \n") ==
+        std::vector<VgpuTypeId>{{"7", "A:B"}});
 }
 
 TEST_CASE("SHA-1 matches the FIPS 180 test vectors", "[vgpu]") {
@@ -53,14 +57,16 @@ TEST_CASE("SHA-1 matches the FIPS 180 test vectors", "[vgpu]") {
   CHECK(sha1Hex(std::string(1000, 'a')) == "291e9a6c66994949b57ba5e650361e98fc36b1ba");
 }
 
-TEST_CASE("vGPU UUIDs are name-based: stable, version 5, distinct per parent, type and index", "[vgpu]") {
+TEST_CASE("vGPU UUIDs are name-based: stable, version 5, distinct per parent, type and index",
+          "[vgpu]") {
   const Bdf a = *parseBdf("0000:3b:00.4"), b = *parseBdf("0000:3b:00.5");
   const std::string u = vgpuUuid(a, "A10-12Q", 0);
   CHECK(u == vgpuUuid(a, "A10-12Q", 0));
   CHECK(isValidUuid(u));
   CHECK(u[14] == '5');
   CHECK(std::string("89ab").find(u[19]) != std::string::npos);
-  std::set<std::string> all{u, vgpuUuid(b, "A10-12Q", 0), vgpuUuid(a, "A10-4Q", 0), vgpuUuid(a, "A10-12Q", 1)};
+  std::set<std::string> all{u, vgpuUuid(b, "A10-12Q", 0), vgpuUuid(a, "A10-4Q", 0),
+                            vgpuUuid(a, "A10-12Q", 1)};
   CHECK(all.size() == 4);
   CHECK_FALSE(isValidUuid("../../../x"));
   CHECK_FALSE(isValidUuid("6B1F3C52-9E0D-4A8B-A177-2E5CD4903F61"));

@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(r.rfind("nvidia.com/", 0) == 0);
   FUZZ_CHECK(r.size() > 11);
   for (char c : r.substr(11)) {
-    FUZZ_CHECK((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.');
+    FUZZ_CHECK((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '.');
   }
   if (auto name = pciIdsDeviceName(text, vendor, device)) FUZZ_CHECK(!name->empty());
   const std::string v = vgpuResourceName(text.substr(0, 256));

@@ -28,7 +28,8 @@ struct Run {
 
   explicit Run(const std::filesystem::path& root) : kernel(root) {}
 
-  Status prepare(Mode mode, std::chrono::milliseconds lockTimeout, const std::function<void(size_t)>& onStep) {
+  Status prepare(Mode mode, std::chrono::milliseconds lockTimeout,
+                 const std::function<void(size_t)>& onStep) {
     auto lock = RunLock::acquire(kernel, lockTimeout);
     if (!lock) return lock.error();
     ApplyOptions opt;
@@ -85,7 +86,8 @@ TEST_CASE("two prepare runs at once are serialized by the lock", "[concurrency]"
   CHECK(lastOfFirst < firstOfSecond);
   // The second run moved the host back to container mode.
   RootHost host(fx.root());
-  CHECK(readPciFunction(host, *parseBdf("0000:3b:00.0"))->driver == std::optional<std::string>("nvidia"));
+  CHECK(readPciFunction(host, *parseBdf("0000:3b:00.0"))->driver ==
+        std::optional<std::string>("nvidia"));
 }
 
 TEST_CASE("a second run gives up with exit 3 after the lock timeout", "[concurrency]") {
@@ -108,7 +110,8 @@ TEST_CASE("a second run gives up with exit 3 after the lock timeout", "[concurre
     auto r = hostprep::test::runHostprep({"--root", fx.root().string(), "prepare", "--mode",
                                           "vm-passthrough", "--lock-timeout", "0.3"});
     CHECK(r.exitCode == 3);
-    CHECK_THAT(r.err, Catch::Contains("another hostprep run holds " + fx.root().string() + "/run/hostprep/lock"));
+    CHECK_THAT(r.err, Catch::Contains("another hostprep run holds " + fx.root().string() +
+                                      "/run/hostprep/lock"));
     CHECK(fx.deviceState() == before);
   }
 }

@@ -40,7 +40,8 @@ TEST_CASE("names that would leave their directory are errors that name the input
   s = checkConfigPath("--config", "/etc/hostprep/../../root/x.yaml");
   REQUIRE_FALSE(s);
   CHECK(s.error().message ==
-        "--config: '/etc/hostprep/../../root/x.yaml' is not a usable path: contains a '..' component");
+        "--config: '/etc/hostprep/../../root/x.yaml' is not a usable path: contains a '..' "
+        "component");
   CHECK(checkConfigPath("--config", "/etc/hostprep/config.yaml"));
   CHECK(isValidKernelRelease("6.1.0-18-amd64"));
   CHECK_FALSE(isValidKernelRelease("../../etc"));
@@ -68,15 +69,19 @@ TEST_CASE("a hostile journal is refused before recovery writes anything", "[host
   };
   const Row rows[] = {
       {R"("devices":[{"bdf":"0000:3b:00.0","driver":"../../../../tmp/x","driver_override":null}],"steps":[]})",
-       "journal: devices[0]: 0000:3b:00.0: driver: '../../../../tmp/x' is not a driver name: contains '/'"},
+       "journal: devices[0]: 0000:3b:00.0: driver: '../../../../tmp/x' is not a driver name: "
+       "contains '/'"},
       {R"("devices":[{"bdf":"0000:3b:00.0/../..","driver":null,"driver_override":null}],"steps":[]})",
        "journal: devices[0]: '0000:3b:00.0/../..' is not a PCI address"},
       {R"("devices":[{"bdf":"0000:3b:00.0","driver":"..","driver_override":null}],"steps":[]})",
-       "journal: devices[0]: 0000:3b:00.0: driver: '..' is not a driver name: is a relative directory"},
+       "journal: devices[0]: 0000:3b:00.0: driver: '..' is not a driver name: is a relative "
+       "directory"},
       {R"("devices":[{"bdf":"0000:3b:00.0","driver":null,"driver_override":"a\nb"}],"steps":[]})",
-       "journal: devices[0]: 0000:3b:00.0: driver_override: 'a\\x0ab' is not a safe name: contains a control character"},
+       "journal: devices[0]: 0000:3b:00.0: driver_override: 'a\\x0ab' is not a safe name: contains "
+       "a control character"},
       {R"("devices":[],"steps":[{"kind":"unbind","arg":"../x","bdf":"0000:3b:00.0","group":null}]})",
-       "journal: steps[0]: step 'unbind' of 0000:3b:00.0: '../x' is not a driver name: contains '/'"},
+       "journal: steps[0]: step 'unbind' of 0000:3b:00.0: '../x' is not a driver name: contains "
+       "'/'"},
       {R"("devices":[],"steps":[{"kind":"probe","arg":"","bdf":null,"group":null}]})",
        "journal: steps[0]: step 'probe': has no device"},
       {R"("devices":[],"steps":[{"kind":"verify-vfio-group","arg":"","bdf":null,"group":1e300}]})",
@@ -96,7 +101,8 @@ TEST_CASE("a hostile journal is refused before recovery writes anything", "[host
   CHECK(parseJournal(R"({"version":1,"mode":"container","next":5,"steps":[]})").error().message ==
         "journal: \"next\" is not a step index 0..0");
   CHECK(parseJournal(std::string(1 << 20, '[')).error().message == "journal: nested too deeply");
-  CHECK(parseJournal("{\"version\":1,\"mode\":\"contai\xff\"}").error().message == "journal: not valid JSON");
+  CHECK(parseJournal("{\"version\":1,\"mode\":\"contai\xff\"}").error().message ==
+        "journal: not valid JSON");
 
   // And recovery from such a journal refuses, touching nothing.
   Fixture fx("two-a10");
@@ -125,7 +131,8 @@ TEST_CASE("a driver link or modules.alias naming '..' never reaches a path", "[h
   auto sel = selectDevices(*s, {});
   auto p = makePlan(*s, *sel, {Mode::kVmPassthrough, "nvidia", ""});
   REQUIRE_FALSE(p);
-  CHECK(p.error().message == "0000:3b:00.0: driver: '..' is not a driver name: is a relative directory");
+  CHECK(p.error().message ==
+        "0000:3b:00.0: driver: '..' is not a driver name: is a relative directory");
 
   // A hostile modules.alias line is skipped: the default vfio_pci is used.
   CHECK(bestVfioModule("alias vfio_pci:v*d*sv*sd*bc*sc*i* ../../evil\n",
@@ -142,8 +149,10 @@ TEST_CASE("the executor refuses a step whose name would leave sysfs", "[hostile]
   FakeModules modules(kernel);
   Kernel k{kernel, modules};
   Plan plan;
-  plan.moves.push_back({*parseBdf("0000:3b:00.0"), Role::kGpu, 30, {"nvidia", std::nullopt}, "vfio-pci", true});
-  plan.steps.push_back({StepKind::kUnbind, *parseBdf("0000:3b:00.0"), "../../../../tmp", std::nullopt});
+  plan.moves.push_back(
+      {*parseBdf("0000:3b:00.0"), Role::kGpu, 30, {"nvidia", std::nullopt}, "vfio-pci", true});
+  plan.steps.push_back(
+      {StepKind::kUnbind, *parseBdf("0000:3b:00.0"), "../../../../tmp", std::nullopt});
   auto res = applyPlan(k, plan, {});
   REQUIRE_FALSE(res);
   CHECK_THAT(res.error().message, Catch::Contains("'../../../../tmp' is not a driver name"));
@@ -154,17 +163,17 @@ TEST_CASE("huge, truncated, binary and missing sysfs files are states, not crash
   Fixture fx("two-a10");
   const std::string gpu = "sys/devices/pci0000:3b/0000:3b:00.0/";
   const std::string audio = "sys/devices/pci0000:3b/0000:3b:00.1/";
-  fx.write(gpu + "vendor", std::string(2 << 20, '1'));         // larger than any read cap
-  fx.write(gpu + "class", "0x03");                              // truncated
+  fx.write(gpu + "vendor", std::string(2 << 20, '1'));              // larger than any read cap
+  fx.write(gpu + "class", "0x03");                                  // truncated
   fx.write(gpu + "modalias", std::string("pci:\xff\xfe\x00v", 8));  // binary, not UTF-8
-  fx.write(gpu + "driver_override", std::string(5000, 'x'));   // over its read cap
-  fx.write(gpu + "numa_node", "-99999999999999999999999\n");    // out of range
+  fx.write(gpu + "driver_override", std::string(5000, 'x'));        // over its read cap
+  fx.write(gpu + "numa_node", "-99999999999999999999999\n");        // out of range
   fx.write(gpu + "sriov_totalvfs", "\xff\xff");
-  std::filesystem::remove(fx.path(audio + "device"));           // missing
+  std::filesystem::remove(fx.path(audio + "device"));  // missing
   std::filesystem::remove(fx.path(audio + "class"));
-  fx.write("proc/modules", std::string(2 << 20, 'm'));          // huge: over the 1 MiB cap
-  fx.write("proc/cmdline", "intel_iommu=on \"unterminated");   // truncated mid-quote
-  fx.write("proc/sys/kernel/osrelease", "../../../etc\n");      // would name lib/modules/../../..
+  fx.write("proc/modules", std::string(2 << 20, 'm'));        // huge: over the 1 MiB cap
+  fx.write("proc/cmdline", "intel_iommu=on \"unterminated");  // truncated mid-quote
+  fx.write("proc/sys/kernel/osrelease", "../../../etc\n");    // would name lib/modules/../../..
   std::filesystem::remove(fx.path("proc/self/mountinfo"));
 
   RootHost host(fx.root());
@@ -198,7 +207,8 @@ TEST_CASE("the command line refuses hostile names with exit 2", "[hostile][cli]"
   CHECK_THAT(r.err, Catch::Contains("is not a driver name: is longer than 64 bytes"));
   r = runHostprep({"prepare", "--mode", "container", "--host-driver", ".."});
   CHECK(r.exitCode == 2);
-  CHECK_THAT(r.err, Catch::Contains("--host-driver: '..' is not a driver name: is a relative directory"));
+  CHECK_THAT(r.err,
+             Catch::Contains("--host-driver: '..' is not a driver name: is a relative directory"));
   r = runHostprep({"prepare", "--mode", "container", "--holder-nodes", "/dev/../etc/*"});
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.err, Catch::Contains("--holder-nodes: '/dev/../etc/*' is not a /dev pattern"));

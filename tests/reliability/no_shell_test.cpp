@@ -30,21 +30,24 @@ std::string stripComments(const std::string& src) {
 std::vector<std::string> shellUses(const std::string& source) {
   static const std::regex kSystem(R"((^|[^A-Za-z0-9_])system\s*\()");
   static const std::regex kPopen(R"((^|[^A-Za-z0-9_])popen\s*\()");
-  static const std::regex kExec(R"((^|[^A-Za-z0-9_])(execl|execlp|execle|execv|execvp|execvpe|execve|posix_spawnp?)\s*\()");
+  static const std::regex kExec(
+      R"((^|[^A-Za-z0-9_])(execl|execlp|execle|execv|execvp|execvpe|execve|posix_spawnp?)\s*\()");
   static const std::regex kShell(R"("(/usr)?/bin/(ba|da|z)?sh")");
   std::vector<std::string> found;
   const std::string code = stripComments(source);
   if (std::regex_search(code, kSystem)) found.push_back("system(");
   if (std::regex_search(code, kPopen)) found.push_back("popen(");
   if (std::regex_search(code, kShell)) found.push_back("a shell path");
-  if (std::regex_search(code, kExec) && std::regex_search(code, kShell)) found.push_back("exec of a shell");
+  if (std::regex_search(code, kExec) && std::regex_search(code, kShell))
+    found.push_back("exec of a shell");
   return found;
 }
 
 }  // namespace
 
 TEST_CASE("the scanner finds what it looks for", "[shell]") {
-  CHECK(shellUses("int f() { return std::system(cmd.c_str()); }") == std::vector<std::string>{"system("});
+  CHECK(shellUses("int f() { return std::system(cmd.c_str()); }") ==
+        std::vector<std::string>{"system("});
   CHECK(shellUses("FILE* p = popen(\"lspci\", \"r\");") == std::vector<std::string>{"popen("});
   CHECK(shellUses("execl(\"/bin/sh\", \"sh\", \"-c\", cmd, nullptr);") ==
         std::vector<std::string>{"a shell path", "exec of a shell"});
@@ -59,7 +62,8 @@ TEST_CASE("no product source invokes a shell", "[shell]") {
     if (!fs::exists(root)) continue;
     for (const auto& e : fs::recursive_directory_iterator(root)) {
       const auto ext = e.path().extension();
-      if (!e.is_regular_file() || (ext != ".cpp" && ext != ".hpp" && ext != ".h" && ext != ".cc")) continue;
+      if (!e.is_regular_file() || (ext != ".cpp" && ext != ".hpp" && ext != ".h" && ext != ".cc"))
+        continue;
       std::ifstream f(e.path());
       std::stringstream ss;
       ss << f.rdbuf();

@@ -31,8 +31,10 @@ SweepTally sweepAll(const char* label, F&& sweep, size_t stride = 1) {
 }  // namespace
 
 TEST_CASE("fault sweep: a failure at every kernel write of every plan strands nothing", "[sweep]") {
-  auto t = sweepAll("fault sweep (EIO, EBUSY, ENODEV at every kernel write)",
-                    [](const SweepCase& c) { return faultSweep(c, {EIO, EBUSY, ENODEV}); });
+  auto t =
+      sweepAll("fault sweep (EIO, EBUSY, ENODEV at every kernel write)", [](const SweepCase& c) {
+        return faultSweep(c, {EIO, EBUSY, ENODEV});
+      });
   std::cout << t.points << " fault points, " << t.stranded << " stranded\n";
   CHECK(t.points > 200);
   CHECK(t.stranded == 0);
@@ -71,7 +73,8 @@ TEST_CASE("crash sweep: a SIGKILL during recovery is recovered by the run after"
   CHECK(t.stranded == 0);
 }
 
-TEST_CASE("double faults: a rollback that fails leaves a journal the next run resolves", "[sweep]") {
+TEST_CASE("double faults: a rollback that fails leaves a journal the next run resolves",
+          "[sweep]") {
   auto t = sweepAll("fault during rollback", doubleFaultSweep, 3);
   CHECK(t.points > 50);
   CHECK(t.stranded == 0);

@@ -51,9 +51,7 @@ void FakeKernel::putFile(const std::string& path, const std::string& text, mode_
   f << text;
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 std::string fakeDriverOfModule(const std::string& module) {
   const std::string m = normalizeModuleName(module);
@@ -67,7 +65,8 @@ FakeKernel::FakeKernel(fs::path root) : fs_(std::move(root)) {}
 
 bool FakeKernel::driverMatches(const std::string& d, const PciFunction& f) const {
   const uint16_t p = classPrefix(f.classCode);
-  if (d == "nvidia") return f.id.vendor == kNvidiaVendor && (baseClass(f.classCode) == 0x03 || p == 0x0680);
+  if (d == "nvidia")
+    return f.id.vendor == kNvidiaVendor && (baseClass(f.classCode) == 0x03 || p == 0x0680);
   if (d == "nouveau") return f.id.vendor == kNvidiaVendor && baseClass(f.classCode) == 0x03;
   if (d == "standin") return f.id == PciId{0x1234, 0x11e8};
   if (d == "snd_hda_intel") return p == 0x0403;
@@ -87,7 +86,8 @@ void FakeKernel::refreshVfioNode(const PciFunction& f) {
   if (!f.iommuGroup) return;
   const std::string node = "dev/vfio/" + std::to_string(*f.iommuGroup);
   bool any = false;
-  if (auto members = fs_.list(hostPath("sys/kernel/iommu_groups", std::to_string(*f.iommuGroup), "devices"))) {
+  if (auto members =
+          fs_.list(hostPath("sys/kernel/iommu_groups", std::to_string(*f.iommuGroup), "devices"))) {
     for (const auto& m : *members) {
       auto mb = parseBdf(m);
       auto d = mb ? boundDriver(*mb) : std::nullopt;
@@ -156,16 +156,20 @@ Result<std::string> FakeKernel::read(std::string_view path, size_t cap) const {
   if (auto b = lockedBy(p)) {
     std::lock_guard<std::recursive_mutex> g(mu_);
     blocked_.push_back("read " + p);
-    return sysError("read of " + p + " would block forever: " + b->str() + "'s unbind holds its device lock",
-                    EDEADLK);
+    return sysError(
+        "read of " + p + " would block forever: " + b->str() + "'s unbind holds its device lock",
+        EDEADLK);
   }
   return fs_.read(path, cap);
 }
 
-Result<std::string> FakeKernel::readAttr(std::string_view path, std::chrono::milliseconds timeout) const {
+Result<std::string> FakeKernel::readAttr(std::string_view path,
+                                         std::chrono::milliseconds timeout) const {
   const std::string p = relative(path);
-  if (lockedBy(p)) return sysError("cannot read " + p + ": read did not return in " +
-                                       std::to_string(timeout.count()) + " ms", ETIMEDOUT);
+  if (lockedBy(p))
+    return sysError(
+        "cannot read " + p + ": read did not return in " + std::to_string(timeout.count()) + " ms",
+        ETIMEDOUT);
   return fs_.read(path, 4096);
 }
 
@@ -263,17 +267,21 @@ Status FakeKernel::writeAttr(std::string_view path, std::string_view data,
     return sysError("cannot write to " + p + " (injected)", it->second);
   }
   for (const auto& [needle, err] : failPaths_) {
-    if (p.find(needle) != std::string::npos) return sysError("cannot write to " + p + " (injected)", err);
+    if (p.find(needle) != std::string::npos)
+      return sysError("cannot write to " + p + " (injected)", err);
   }
   // A write that takes a device lock a pending unbind holds blocks until remove() returns.
   std::optional<Bdf> locked = lockedBy(p);
-  if (!locked && (endsWith(p, "/bind") || endsWith(p, "/unbind") || p == "sys/bus/pci/drivers_probe")) {
+  if (!locked &&
+      (endsWith(p, "/bind") || endsWith(p, "/unbind") || p == "sys/bus/pci/drivers_probe")) {
     if (auto b = parseBdf(trimmed(data)); b && pendingUnbind_.count(*b)) locked = b;
   }
   if (locked) {
     blocked_.push_back("write " + p);
-    if (timeout) return sysError("cannot write to " + p + ": blocked on " + locked->str(), ETIMEDOUT);
-    return sysError("write to " + p + " would block forever: " + locked->str() + "'s unbind holds its device lock",
+    if (timeout)
+      return sysError("cannot write to " + p + ": blocked on " + locked->str(), ETIMEDOUT);
+    return sysError("write to " + p + " would block forever: " + locked->str() +
+                        "'s unbind holds its device lock",
                     EDEADLK);
   }
   auto s = apply(p, std::string(data));
@@ -339,8 +347,8 @@ Status FakeKernel::apply(const std::string& p, const std::string& data) {
     if (auto s = setNumVfs(*b, static_cast<int>(*n)); !s) return err(s.error().err);
     return {};
   }
-  if (startsWith(p, "sys/bus/pci/devices/") && parts.size() == 8 && parts[5] == "mdev_supported_types" &&
-      parts[7] == "create") {
+  if (startsWith(p, "sys/bus/pci/devices/") && parts.size() == 8 &&
+      parts[5] == "mdev_supported_types" && parts[7] == "create") {
     auto b = parseBdf(parts[4]);
     if (!b) return err(EINVAL);
     if (auto s = createMdev(*b, std::string(parts[6]), value); !s) return err(s.error().err);
@@ -399,13 +407,15 @@ Status FakeKernel::setNumVfs(const Bdf& pf, int n) {
   const std::string attr = hostPath(pciDevicePath(pf), "sriov_numvfs");
   if (n == 0) {
     for (const auto& vf : f->virtfns) {
-      if (readTrimmed(fs_, perVfPath(vf, "current_vgpu_type")).value_or("0") != "0") return sysError("vGPU", EBUSY);
+      if (readTrimmed(fs_, perVfPath(vf, "current_vgpu_type")).value_or("0") != "0")
+        return sysError("vGPU", EBUSY);
       for (const auto& d : readVgpuDevices(fs_, {vf})) {
         if (d.iface == VgpuInterface::kMdev) return sysError("mdev on VF", EBUSY);
       }
     }
     for (int i = 0; i < cur; ++i) {
-      if (auto vf = vfAddress(pf, f->sriovOffset.value_or(1), f->sriovStride.value_or(1), i)) removeVf(pf, *vf, i);
+      if (auto vf = vfAddress(pf, f->sriovOffset.value_or(1), f->sriovStride.value_or(1), i))
+        removeVf(pf, *vf, i);
     }
     putFile(attr, "0\n", 0644);
     return {};
@@ -432,8 +442,9 @@ void FakeKernel::addVf(const PciFunction& pf, int index) {
   if (!vf) return;
   const fs::path pfDir = fs::canonical(fs_.resolve(pciDevicePath(pf.bdf)));
   const fs::path dir = pfDir.parent_path() / vf->str();
-  const PciId id = parsePciId(readTrimmed(fs_, hostPath(fakeDir("sriov", pf.bdf), "vf_id")).value_or(""))
-                       .value_or(pf.id);
+  const PciId id =
+      parsePciId(readTrimmed(fs_, hostPath(fakeDir("sriov", pf.bdf), "vf_id")).value_or(""))
+          .value_or(pf.id);
   auto hex = [](unsigned v, int w) {
     char buf[16];
     std::snprintf(buf, sizeof buf, "0x%0*x", w, v);
@@ -449,8 +460,8 @@ void FakeKernel::addVf(const PciFunction& pf, int index) {
   put("subsystem_device", hex(pf.subsystem.device, 4));
   put("class", hex(pf.classCode, 6));
   char alias[96];
-  std::snprintf(alias, sizeof alias, "pci:v%08Xd%08Xsv%08Xsd%08Xbc%02Xsc%02Xi%02X\n", id.vendor, id.device,
-                pf.subsystem.vendor, pf.subsystem.device, (pf.classCode >> 16) & 0xff,
+  std::snprintf(alias, sizeof alias, "pci:v%08Xd%08Xsv%08Xsd%08Xbc%02Xsc%02Xi%02X\n", id.vendor,
+                id.device, pf.subsystem.vendor, pf.subsystem.device, (pf.classCode >> 16) & 0xff,
                 (pf.classCode >> 8) & 0xff, pf.classCode & 0xff);
   put("modalias", alias);
   put("numa_node", std::to_string(pf.numaNode.value_or(-1)) + "\n");
@@ -458,7 +469,8 @@ void FakeKernel::addVf(const PciFunction& pf, int index) {
   relLink(dir / "physfn", pfDir);
   relLink(pfDir / ("virtfn" + std::to_string(index)), dir);
   relLink(fs_.resolve(pciDevicePath(*vf)), dir);
-  auto base = parseUnsigned(readTrimmed(fs_, hostPath(fakeDir("sriov", pf.bdf), "group_base")).value_or(""));
+  auto base = parseUnsigned(
+      readTrimmed(fs_, hostPath(fakeDir("sriov", pf.bdf), "group_base")).value_or(""));
   const std::string g = std::to_string(base.value_or(1000) + static_cast<uint64_t>(index));
   const fs::path groupDir = fs_.resolve(hostPath("sys/kernel/iommu_groups", g));
   fs::create_directories(groupDir / "devices");
@@ -517,7 +529,8 @@ Status FakeKernel::createMdev(const Bdf& parent, const std::string& type, const 
   if (!isValidUuid(uuid)) return sysError("bad uuid", EINVAL);
   if (fs_.exists(hostPath(kMdevDevices, uuid))) return sysError("exists", EEXIST);
   const std::string typeDir = mdevTypePath(parent, type);
-  auto avail = parseUnsigned(readTrimmed(fs_, hostPath(typeDir, "available_instances")).value_or("0"));
+  auto avail =
+      parseUnsigned(readTrimmed(fs_, hostPath(typeDir, "available_instances")).value_or("0"));
   if (!avail || *avail == 0) return sysError("no instance available", EUSERS);
   const fs::path parentDir = fs::canonical(fs_.resolve(pciDevicePath(parent)));
   const fs::path dev = parentDir / uuid;
@@ -563,7 +576,8 @@ Status FakeKernel::setVgpuType(const Bdf& vf, const std::string& id) {
   if (id != "0") {
     if (cur != "0") return sysError("a vGPU type is set", EBUSY);
     bool ok = false;
-    for (const auto& t : parseCreatableVgpuTypes(fs_.read(perVfPath(vf, "creatable_vgpu_types")).value_or(""))) {
+    for (const auto& t :
+         parseCreatableVgpuTypes(fs_.read(perVfPath(vf, "creatable_vgpu_types")).value_or(""))) {
       ok = ok || t.id == id;
     }
     if (!ok) return sysError("not creatable", EINVAL);
@@ -577,7 +591,8 @@ Status FakeKernel::setVgpuType(const Bdf& vf, const std::string& id) {
 void FakeKernel::recomputeVgpu(const Bdf& gpu) {
   if (batching_) return;
   std::vector<Bdf> parents{gpu};
-  if (auto f = readPciFunction(fs_, gpu)) parents.insert(parents.end(), f->virtfns.begin(), f->virtfns.end());
+  if (auto f = readPciFunction(fs_, gpu))
+    parents.insert(parents.end(), f->virtfns.begin(), f->virtfns.end());
   std::map<std::string, int> count;
   std::optional<std::string> active;
   std::set<Bdf> busy;
@@ -587,19 +602,26 @@ void FakeKernel::recomputeVgpu(const Bdf& gpu) {
     busy.insert(d.parent);
   }
   auto maxOf = [&](const std::string& key) {
-    return static_cast<int>(parseUnsigned(readTrimmed(fs_, hostPath(fakeDir("vgpu", gpu), "max", key)).value_or("1")).value_or(1));
+    return static_cast<int>(
+        parseUnsigned(readTrimmed(fs_, hostPath(fakeDir("vgpu", gpu), "max", key)).value_or("1"))
+            .value_or(1));
   };
-  auto allowed = [&](const std::string& key) { return (!active || *active == key) && count[key] < maxOf(key); };
-  const auto full = parseCreatableVgpuTypes(fs_.read(hostPath(fakeDir("sriov", gpu), "vf/nvidia/types")).value_or(""));
+  auto allowed = [&](const std::string& key) {
+    return (!active || *active == key) && count[key] < maxOf(key);
+  };
+  const auto full = parseCreatableVgpuTypes(
+      fs_.read(hostPath(fakeDir("sriov", gpu), "vf/nvidia/types")).value_or(""));
   for (const auto& p : parents) {
-    for (const auto& t : fs_.list(hostPath(pciDevicePath(p), "mdev_supported_types")).value_or(std::vector<std::string>{})) {
+    for (const auto& t : fs_.list(hostPath(pciDevicePath(p), "mdev_supported_types"))
+                             .value_or(std::vector<std::string>{})) {
       int avail = 0;
       if (p == gpu) {
         avail = (!active || *active == t) ? std::max(0, maxOf(t) - count[t]) : 0;
       } else {
         avail = (!busy.count(p) && allowed(t)) ? 1 : 0;
       }
-      putFile(hostPath(mdevTypePath(p, t), "available_instances"), std::to_string(avail) + "\n", 0444);
+      putFile(hostPath(mdevTypePath(p, t), "available_instances"), std::to_string(avail) + "\n",
+              0444);
     }
     if (fs_.exists(perVfPath(p, "creatable_vgpu_types"))) {
       const std::string cur = readTrimmed(fs_, perVfPath(p, "current_vgpu_type")).value_or("0");

@@ -39,16 +39,21 @@ class FakeKernel final : public Host {
   // while an unbind of that device is pending would block forever on the real kernel: the fake
   // records it in blockedAccesses() and fails it with EDEADLK; readAttr() times out instead.
   Result<std::string> read(std::string_view path, size_t cap = kDefaultReadCap) const override;
-  Result<std::string> readAttr(std::string_view path, std::chrono::milliseconds timeout) const override;
+  Result<std::string> readAttr(std::string_view path,
+                               std::chrono::milliseconds timeout) const override;
   Result<std::string> readLink(std::string_view path) const override { return fs_.readLink(path); }
-  Result<std::vector<std::string>> list(std::string_view dir) const override { return fs_.list(dir); }
+  Result<std::vector<std::string>> list(std::string_view dir) const override {
+    return fs_.list(dir);
+  }
   bool exists(std::string_view path) const override { return fs_.exists(path); }
   Status writeAttr(std::string_view path, std::string_view data,
                    std::optional<std::chrono::milliseconds> timeout = std::nullopt) override;
   // Files hostprep owns (the journal): atomic like RootHost's (temp + rename) but without fsync,
   // which only matters for power loss and would make the sweeps' thousands of runs slow.
   Status writeFileAtomic(std::string_view path, std::string_view data, mode_t mode = 0644) override;
-  Status makeDirs(std::string_view path, mode_t mode = 0755) override { return fs_.makeDirs(path, mode); }
+  Status makeDirs(std::string_view path, mode_t mode = 0755) override {
+    return fs_.makeDirs(path, mode);
+  }
   Status removeFile(std::string_view path) override;
 
   // Fault injection: the n-th kernel write (0-based, counting every writeAttr) fails with err
@@ -71,7 +76,9 @@ class FakeKernel final : public Host {
   // The mutation index of the last write that failed by injection.
   std::optional<size_t> failedMutation() const { return failedMutation_; }
   // Every write whose path contains `needle` fails with err.
-  void failWritesTo(std::string needle, int err) { failPaths_.emplace_back(std::move(needle), err); }
+  void failWritesTo(std::string needle, int err) {
+    failPaths_.emplace_back(std::move(needle), err);
+  }
   // An unbind of this device blocks (returns ETIMEDOUT, as the real write would never return).
   // As on the real kernel, the `driver` links go at once (__device_release_driver() removes them
   // before it calls remove()), and the device lock stays taken until releaseDevice().
@@ -129,7 +136,7 @@ class FakeKernel final : public Host {
   std::vector<std::pair<std::string, int>> failPaths_;
   std::set<Bdf> held_;
   std::map<Bdf, std::string> pendingUnbind_;  // unbinds that "never returned"
-  mutable std::vector<std::string> blocked_;   // accesses that would have blocked
+  mutable std::vector<std::string> blocked_;  // accesses that would have blocked
   // The device whose lock a pending unbind holds, if `path` is one of its attributes that takes it.
   std::optional<Bdf> lockedBy(const std::string& path) const;
   mutable std::recursive_mutex mu_;  // the executor writes from several threads

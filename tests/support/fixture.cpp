@@ -1,8 +1,7 @@
 #include "tests/support/fixture.hpp"
 
-#include <yaml-cpp/yaml.h>
-
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -56,7 +55,9 @@ Bdf bdfOf(const YAML::Node& n) {
 }
 
 // A PCI function's directory: devices hang off one fake root complex.
-std::string devDir(const Bdf& b) { return "sys/devices/pci" + b.str().substr(0, 7) + "/" + b.str(); }
+std::string devDir(const Bdf& b) {
+  return "sys/devices/pci" + b.str().substr(0, 7) + "/" + b.str();
+}
 
 void addDevice(const fs::path& root, const YAML::Node& d) {
   const Bdf b = bdfOf(d["bdf"]);
@@ -75,8 +76,10 @@ void addDevice(const fs::path& root, const YAML::Node& d) {
   writeFile(dir / "numa_node", std::to_string(d["numa"].as<int>(-1)) + "\n");
   writeFile(dir / "driver_override",
             d["driver_override"] ? d["driver_override"].as<std::string>() + "\n" : "(null)\n");
-  if (baseClass(cls) == 0x03) writeFile(dir / "boot_vga", std::to_string(d["boot_vga"].as<int>(0)) + "\n");
-  makeLink(root / "sys/bus/pci/devices" / b.str(), "../../../devices/pci" + b.str().substr(0, 7) + "/" + b.str());
+  if (baseClass(cls) == 0x03)
+    writeFile(dir / "boot_vga", std::to_string(d["boot_vga"].as<int>(0)) + "\n");
+  makeLink(root / "sys/bus/pci/devices" / b.str(),
+           "../../../devices/pci" + b.str().substr(0, 7) + "/" + b.str());
   if (d["group"]) {
     const std::string g = std::to_string(d["group"].as<int>());
     makeLink(dir / "iommu_group", "../../../kernel/iommu_groups/" + g);
@@ -103,15 +106,18 @@ void addDevice(const fs::path& root, const YAML::Node& d) {
     writeFile(fake / "group_base", std::to_string(s["vf_group_base"].as<int>(1000)) + "\n");
     for (const auto& t : s["vf_mdev_types"]) {
       const std::string tid = t["id"].as<std::string>();
-      writeFile(fake / "vf/mdev_supported_types" / tid / "name", t["name"].as<std::string>() + "\n");
-      writeFile(root / "fake/vgpu" / b.str() / "max" / tid, std::to_string(t["max"].as<int>(1)) + "\n");
+      writeFile(fake / "vf/mdev_supported_types" / tid / "name",
+                t["name"].as<std::string>() + "\n");
+      writeFile(root / "fake/vgpu" / b.str() / "max" / tid,
+                std::to_string(t["max"].as<int>(1)) + "\n");
     }
     if (s["vf_vgpu_types"]) {
       std::string lines;
       for (const auto& t : s["vf_vgpu_types"]) {
         const std::string tid = t["id"].as<std::string>();
         lines += tid + " : " + t["name"].as<std::string>() + "\n";
-        writeFile(root / "fake/vgpu" / b.str() / "max" / tid, std::to_string(t["max"].as<int>(1)) + "\n");
+        writeFile(root / "fake/vgpu" / b.str() / "max" / tid,
+                  std::to_string(t["max"].as<int>(1)) + "\n");
       }
       writeFile(fake / "vf/nvidia/types", lines);
     }
@@ -131,7 +137,8 @@ void addDevice(const fs::path& root, const YAML::Node& d) {
   }
   for (const auto& c : d["consumers"]) {
     const Bdf cb = bdfOf(c);
-    makeLink(dir / ("consumer:pci:" + cb.str()), "../../virtual/devlink/pci:" + b.str() + "--pci:" + cb.str());
+    makeLink(dir / ("consumer:pci:" + cb.str()),
+             "../../virtual/devlink/pci:" + b.str() + "--pci:" + cb.str());
   }
   for (const auto& t : d["mdev_types"]) {
     const fs::path td = dir / "mdev_supported_types" / t["id"].as<std::string>();
@@ -142,7 +149,8 @@ void addDevice(const fs::path& root, const YAML::Node& d) {
     fs::create_directories(td / "devices");
     writeFile(root / "fake/vgpu" / b.str() / "max" / t["id"].as<std::string>(),
               std::to_string(t["max"].as<int>(t["available"].as<int>(1))) + "\n");
-    makeLink(root / "sys/class/mdev_bus" / b.str(), "../../devices/pci" + b.str().substr(0, 7) + "/" + b.str());
+    makeLink(root / "sys/class/mdev_bus" / b.str(),
+             "../../devices/pci" + b.str().substr(0, 7) + "/" + b.str());
   }
 }
 
@@ -173,12 +181,14 @@ void expandHostYaml(const fs::path& root, const std::string& yaml) {
   }
   std::string dep;
   std::set<std::string> available(loaded);
-  for (const auto& m : h["available_modules"]) available.insert(normalizeModuleName(m.as<std::string>()));
+  for (const auto& m : h["available_modules"])
+    available.insert(normalizeModuleName(m.as<std::string>()));
   for (const auto& m : available) dep += "kernel/drivers/" + m + ".ko:\n";
   writeFile(root / "lib/modules" / release / "modules.dep", dep);
   writeFile(root / "lib/modules" / release / "modules.builtin", "");
   if (h["modules_alias"]) {
-    writeFile(root / "lib/modules" / release / "modules.alias", h["modules_alias"].as<std::string>());
+    writeFile(root / "lib/modules" / release / "modules.alias",
+              h["modules_alias"].as<std::string>());
   }
   for (const auto& m : loaded) {
     procModules += m + " 16384 0 - Live 0x0000000000000000\n";
@@ -202,14 +212,15 @@ void expandHostYaml(const fs::path& root, const std::string& yaml) {
     const std::string pid = std::to_string(p["pid"].as<int>());
     writeFile(root / "proc" / pid / "comm", p["comm"].as<std::string>() + "\n");
     fs::create_directories(root / "proc" / pid / "fd");
-    fs::create_symlink(p["node"].as<std::string>(), root / "proc" / pid / "fd" / std::to_string(p["fd"].as<int>(3)));
+    fs::create_symlink(p["node"].as<std::string>(),
+                       root / "proc" / pid / "fd" / std::to_string(p["fd"].as<int>(3)));
   }
   if (h["root_disk"]) {
     const Bdf b = bdfOf(h["root_disk"]);
     writeFile(root / "proc/self/mountinfo",
               "22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw\n");
-    makeLink(root / "sys/dev/block/259:2",
-             "../../devices/pci" + b.str().substr(0, 7) + "/" + b.str() + "/nvme/nvme0/nvme0n1/nvme0n1p2");
+    makeLink(root / "sys/dev/block/259:2", "../../devices/pci" + b.str().substr(0, 7) + "/" +
+                                               b.str() + "/nvme/nvme0/nvme0n1/nvme0n1p2");
   }
 }
 
@@ -255,8 +266,12 @@ Fixture::~Fixture() {
   fs::remove_all(root_, ec);
 }
 
-void Fixture::write(const std::string& rel, const std::string& text) const { writeFile(root_ / rel, text); }
-void Fixture::symlink(const std::string& rel, const std::string& target) const { makeLink(root_ / rel, target); }
+void Fixture::write(const std::string& rel, const std::string& text) const {
+  writeFile(root_ / rel, text);
+}
+void Fixture::symlink(const std::string& rel, const std::string& target) const {
+  makeLink(root_ / rel, target);
+}
 
 std::map<std::string, std::string> Fixture::deviceState() const {
   std::map<std::string, std::string> out;
@@ -278,7 +293,8 @@ std::map<std::string, std::string> Fixture::deviceState() const {
   for (const auto& drv : fs::directory_iterator(root_ / "sys/bus/pci/drivers")) {
     for (const auto& e : fs::directory_iterator(drv.path())) {
       if (fs::is_symlink(e.symlink_status())) {
-        out["drivers/" + drv.path().filename().string() + "/" + e.path().filename().string()] = "link";
+        out["drivers/" + drv.path().filename().string() + "/" + e.path().filename().string()] =
+            "link";
       }
     }
   }
@@ -294,7 +310,8 @@ std::map<std::string, std::string> Fixture::deviceState() const {
     const std::string b = d.filename().string();
     if (fs::exists(d / "mdev_supported_types")) {
       for (const auto& t : fs::directory_iterator(d / "mdev_supported_types")) {
-        out[b + "/mdev/" + t.path().filename().string()] = readAll(t.path() / "available_instances");
+        out[b + "/mdev/" + t.path().filename().string()] =
+            readAll(t.path() / "available_instances");
       }
     }
     for (const char* f : {"creatable_vgpu_types", "current_vgpu_type"}) {
@@ -302,7 +319,8 @@ std::map<std::string, std::string> Fixture::deviceState() const {
     }
     for (const auto& v : fs::directory_iterator(d)) {
       const std::string name = v.path().filename().string();
-      if (name.rfind("virtfn", 0) == 0) out[b + "/" + name] = fs::read_symlink(v.path()).filename().string();
+      if (name.rfind("virtfn", 0) == 0)
+        out[b + "/" + name] = fs::read_symlink(v.path()).filename().string();
     }
   }
   if (fs::exists(root_ / "sys/bus/mdev/devices")) {
@@ -310,10 +328,12 @@ std::map<std::string, std::string> Fixture::deviceState() const {
       std::error_code ec;
       const fs::path real = fs::canonical(e.path(), ec);
       out["mdev/" + e.path().filename().string()] =
-          real.parent_path().filename().string() + " " + fs::read_symlink(e.path() / "mdev_type", ec).filename().string();
+          real.parent_path().filename().string() + " " +
+          fs::read_symlink(e.path() / "mdev_type", ec).filename().string();
     }
   }
-  for (const char* dir : {"sys/class/mdev_bus", "sys/kernel/iommu_groups", "proc/driver/nvidia/gpus"}) {
+  for (const char* dir :
+       {"sys/class/mdev_bus", "sys/kernel/iommu_groups", "proc/driver/nvidia/gpus"}) {
     if (!fs::exists(root_ / dir)) continue;
     for (const auto& e : fs::directory_iterator(root_ / dir)) {
       const std::string name = e.path().filename().string();

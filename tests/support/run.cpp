@@ -15,7 +15,8 @@ namespace hostprep::test {
 
 RunResult runHostprep(const std::vector<std::string>& args, const std::vector<std::string>& env) {
   int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
+    throw std::runtime_error("pipe");
   std::vector<std::string> argv{HOSTPREP_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> cargv;
@@ -60,7 +61,8 @@ RunResult runHostprep(const std::vector<std::string>& args, const std::vector<st
   return r;
 }
 
-RunResult runHostprepOnTty(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+RunResult runHostprepOnTty(const std::vector<std::string>& args,
+                           const std::vector<std::string>& env) {
   std::vector<std::string> argv{HOSTPREP_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> cargv;

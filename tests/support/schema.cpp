@@ -37,18 +37,34 @@ struct Validator {
 
   void check(const json& schemaIn, const json& v, const std::string& path) {
     const json& s = resolve(schemaIn);
-    static const std::set<std::string> known = {
-        "$schema", "$id", "$ref", "$defs", "title", "description", "type", "enum", "required",
-        "properties", "additionalProperties", "propertyNames", "items", "minimum", "pattern", "oneOf"};
+    static const std::set<std::string> known = {"$schema",
+                                                "$id",
+                                                "$ref",
+                                                "$defs",
+                                                "title",
+                                                "description",
+                                                "type",
+                                                "enum",
+                                                "required",
+                                                "properties",
+                                                "additionalProperties",
+                                                "propertyNames",
+                                                "items",
+                                                "minimum",
+                                                "pattern",
+                                                "oneOf"};
     for (auto it = s.begin(); it != s.end(); ++it) {
-      if (!known.count(it.key())) errors.push_back("schema: unsupported keyword " + it.key() + " at " + path);
+      if (!known.count(it.key()))
+        errors.push_back("schema: unsupported keyword " + it.key() + " at " + path);
     }
     if (s.contains("type")) {
       bool ok = false;
       if (s["type"].is_string()) ok = hasType(v, s["type"]);
-      for (const auto& t : s["type"].is_array() ? s["type"] : json::array()) ok = ok || hasType(v, t);
+      for (const auto& t : s["type"].is_array() ? s["type"] : json::array())
+        ok = ok || hasType(v, t);
       if (!ok) {
-        errors.push_back(path + ": is " + std::string(v.type_name()) + ", schema wants " + s["type"].dump());
+        errors.push_back(path + ": is " + std::string(v.type_name()) + ", schema wants " +
+                         s["type"].dump());
         return;
       }
     }
@@ -64,22 +80,26 @@ struct Validator {
         sub.check(alt, v, path);
         if (sub.errors.empty()) ++matches;
       }
-      if (matches != 1) errors.push_back(path + ": matches " + std::to_string(matches) + " of oneOf");
+      if (matches != 1)
+        errors.push_back(path + ": matches " + std::to_string(matches) + " of oneOf");
     }
     if (v.is_string() && s.contains("pattern")) {
       if (!std::regex_search(v.get<std::string>(), std::regex(s["pattern"].get<std::string>()))) {
-        errors.push_back(path + ": " + v.dump() + " does not match " + s["pattern"].get<std::string>());
+        errors.push_back(path + ": " + v.dump() + " does not match " +
+                         s["pattern"].get<std::string>());
       }
     }
     if (v.is_number() && s.contains("minimum") && v.get<double>() < s["minimum"].get<double>()) {
       errors.push_back(path + ": " + v.dump() + " is below " + s["minimum"].dump());
     }
     if (v.is_array() && s.contains("items")) {
-      for (size_t i = 0; i < v.size(); ++i) check(s["items"], v[i], path + "[" + std::to_string(i) + "]");
+      for (size_t i = 0; i < v.size(); ++i)
+        check(s["items"], v[i], path + "[" + std::to_string(i) + "]");
     }
     if (v.is_object()) {
       for (const auto& r : s.value("required", json::array())) {
-        if (!v.contains(r.get<std::string>())) errors.push_back(path + ": missing " + r.get<std::string>());
+        if (!v.contains(r.get<std::string>()))
+          errors.push_back(path + ": missing " + r.get<std::string>());
       }
       for (auto it = v.begin(); it != v.end(); ++it) {
         const std::string p = path + "." + it.key();

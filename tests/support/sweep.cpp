@@ -61,7 +61,9 @@ struct Rig {
     opt.parallel = false;
     if (c.from) {
       auto res = applyPlan(k, plan(*c.from, c.selection), opt);
-      if (!res) throw std::runtime_error(c.name + ": the move to the starting mode failed: " + res.error().describe());
+      if (!res)
+        throw std::runtime_error(
+            c.name + ": the move to the starting mode failed: " + res.error().describe());
     }
     if (c.setupKernel) c.setupKernel(*kernel);
     writeBase = kernel->writeCount();
@@ -74,8 +76,9 @@ struct Rig {
     if (!s) throw std::runtime_error("snapshot: " + s.error().describe());
     auto sel = selectDevices(*s, so);
     if (!sel) throw std::runtime_error("selection: " + sel.error().describe());
-    PlanInputs in{mode, "nvidia",
-                  kernel->read(hostPath("lib/modules", s->kernelRelease, "modules.alias")).value_or("")};
+    PlanInputs in{
+        mode, "nvidia",
+        kernel->read(hostPath("lib/modules", s->kernelRelease, "modules.alias")).value_or("")};
     auto p = makePlan(*s, *sel, in);
     if (!p) throw std::runtime_error("plan: " + p.error().describe());
     return *p;
@@ -118,11 +121,13 @@ bool recoversAndCompletes(Rig& r, const SweepCase& c, const Probe& p, SweepTally
   if (!rec) return t.fail(where + ": recovery failed: " + rec.error().describe()), false;
   if (r.journal()) return t.fail(where + ": the journal survived recovery"), false;
   State now = r.fx->deviceState();
-  if (now != p.before) return t.fail(where + ": stranded after recovery:" + describeDiff(p.before, now)), false;
+  if (now != p.before)
+    return t.fail(where + ": stranded after recovery:" + describeDiff(p.before, now)), false;
   auto res = applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
   if (!res) return t.fail(where + ": the next run failed: " + res.error().describe()), false;
   now = r.fx->deviceState();
-  if (now != p.after) return t.fail(where + ": the next run ended elsewhere:" + describeDiff(p.after, now)), false;
+  if (now != p.after)
+    return t.fail(where + ": the next run ended elsewhere:" + describeDiff(p.after, now)), false;
   return true;
 }
 
@@ -154,7 +159,8 @@ SweepTally& SweepTally::operator+=(const SweepTally& o) {
   return *this;
 }
 
-SweepCase fixtureCase(std::string scenario, Mode mode, std::optional<Mode> from, SelectionOptions sel) {
+SweepCase fixtureCase(std::string scenario, Mode mode, std::optional<Mode> from,
+                      SelectionOptions sel) {
   std::string name = scenario + (from ? " (" + std::string(toString(*from)) + ")" : "") + " -> " +
                      std::string(toString(mode));
   for (const auto& b : sel.devices) name += " --devices " + b.str();
@@ -202,21 +208,24 @@ std::string generatedTopology(int gpus, int companions, int vfioEvery) {
       "root_disk: 0000:01:00.0\n"
       "devices:\n"
       "  - {bdf: \"0000:01:00.0\", id: \"144d:a80a\", class: \"010802\", driver: nvme, group: 1}\n"
-      "  - {bdf: \"0000:02:00.0\", id: \"8086:1521\", class: \"020000\", driver: e1000e, group: 2}\n";
+      "  - {bdf: \"0000:02:00.0\", id: \"8086:1521\", class: \"020000\", driver: e1000e, group: "
+      "2}\n";
   char line[256];
   for (int g = 0; g < gpus; ++g) {
     const int bus = 0x10 + g;
     const bool vfio = vfioEvery > 0 && g % vfioEvery == 0;
     const char* ovr = vfio ? ", driver_override: vfio-pci" : "";
     std::snprintf(line, sizeof line,
-                  "  - {bdf: \"0000:%02x:00.0\", id: \"10de:2236\", class: \"030200\", driver: %s%s, group: %d}\n",
+                  "  - {bdf: \"0000:%02x:00.0\", id: \"10de:2236\", class: \"030200\", driver: "
+                  "%s%s, group: %d}\n",
                   bus, vfio ? "vfio-pci" : "nvidia", ovr, 100 + g);
     y += line;
     for (int f = 1; f <= companions && f < 8; ++f) {
       const Kind& k = kinds[(f - 1) % 3];
-      std::snprintf(line, sizeof line,
-                    "  - {bdf: \"0000:%02x:00.%d\", id: \"%s\", class: \"%s\", driver: %s%s, group: %d}\n",
-                    bus, f, k.id, k.cls, vfio ? "vfio-pci" : k.driver, ovr, 100 + g);
+      std::snprintf(
+          line, sizeof line,
+          "  - {bdf: \"0000:%02x:00.%d\", id: \"%s\", class: \"%s\", driver: %s%s, group: %d}\n",
+          bus, f, k.id, k.cls, vfio ? "vfio-pci" : k.driver, ovr, 100 + g);
       y += line;
     }
   }
@@ -228,14 +237,16 @@ SweepTally faultSweep(const SweepCase& c, const std::vector<int>& errnos) {
   const Probe p = probe(c);
   for (int e : errnos) {
     for (size_t w = 0; w < p.writes; ++w) {
-      const std::string where = c.name + ", write " + std::to_string(w) + " fails with " + std::strerror(e);
+      const std::string where =
+          c.name + ", write " + std::to_string(w) + " fails with " + std::strerror(e);
       point(t, where, [&] {
         Rig r(c);
         r.kernel->failWrite(r.writeBase + w, e);
         auto res = applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
         State now = r.fx->deviceState();
         if (res) return t.fail(where + ": the run reported success");
-        if (r.journal()) return t.fail(where + ": the journal was left behind: " + res.error().describe());
+        if (r.journal())
+          return t.fail(where + ": the journal was left behind: " + res.error().describe());
         if (now != p.before) return t.fail(where + ": stranded:" + describeDiff(p.before, now));
       });
     }
@@ -252,7 +263,8 @@ SweepTally journalFaultSweep(const SweepCase& c) {
                               std::to_string(p.fileWrites) + " fails";
     point(t, where, [&] {
       Rig r(c);
-      r.kernel->failFileWrite(r.fileWriteBase + s, ENOSPC);  // every journal write the clean run made
+      r.kernel->failFileWrite(r.fileWriteBase + s,
+                              ENOSPC);  // every journal write the clean run made
       auto res = applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
       State now = r.fx->deviceState();
       if (res) return t.fail(where + ": the run reported success");
@@ -318,7 +330,8 @@ SweepTally rollbackCrashSweep(const SweepCase& c) {
       end = r.kernel->mutationCount();
     }
     for (size_t m = failedAt + 1; m < end; ++m) {
-      const std::string where = c.name + ", write " + std::to_string(w) + " fails, SIGKILL at rollback mutation " +
+      const std::string where = c.name + ", write " + std::to_string(w) +
+                                " fails, SIGKILL at rollback mutation " +
                                 std::to_string(m - failedAt - 1);
       point(t, where, [&] {
         Rig r(c);
@@ -386,8 +399,8 @@ SweepTally doubleFaultSweep(const SweepCase& c) {
       end = r.writes();
     }
     for (size_t j = w + 1; j < end; ++j) {
-      const std::string where = c.name + ", write " + std::to_string(w) + " fails, rollback write " +
-                                std::to_string(j) + " fails too";
+      const std::string where = c.name + ", write " + std::to_string(w) +
+                                " fails, rollback write " + std::to_string(j) + " fails too";
       point(t, where, [&] {
         Rig r(c);
         r.kernel->failWrite(r.writeBase + w);

@@ -19,12 +19,12 @@ namespace hostprep::test {
 class FakeKernel;
 
 struct SweepCase {
-  std::string name;             // for reports: "two-a10 -> vm-passthrough"
-  std::string scenario;         // tests/fixtures/<scenario>; empty: use hostYaml
-  std::string hostYaml;         // a generated topology (host.yaml text)
-  std::optional<Mode> from;     // first move the host to this mode (cleanly), then sweep `mode`
+  std::string name;          // for reports: "two-a10 -> vm-passthrough"
+  std::string scenario;      // tests/fixtures/<scenario>; empty: use hostYaml
+  std::string hostYaml;      // a generated topology (host.yaml text)
+  std::optional<Mode> from;  // first move the host to this mode (cleanly), then sweep `mode`
   Mode mode = Mode::kVmPassthrough;
-  SelectionOptions selection;   // --devices, --gpu-ids
+  SelectionOptions selection;  // --devices, --gpu-ids
   // Kernel behaviour for every run of the case (a held device, a driver refusing a device).
   std::function<void(FakeKernel&)> setupKernel;
 };

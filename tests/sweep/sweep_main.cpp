@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
   std::vector<SweepCase> cases = fixtureCases();
   for (int g = 1; g <= gpus; ++g) {
     for (int c = 0; c <= companions; ++c) {
-      const std::string host = "generated " + std::to_string(g) + " GPU(s) x " + std::to_string(c) + " companion(s)";
+      const std::string host =
+          "generated " + std::to_string(g) + " GPU(s) x " + std::to_string(c) + " companion(s)";
       auto add = [&](const std::string& what, int vfioEvery, std::optional<Mode> from, Mode to) {
         SweepCase sc;
         sc.name = host + ", " + what;
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
       }
     }
   }
-  const std::vector<int> errnos = quick ? std::vector<int>{EIO} : std::vector<int>{EIO, EBUSY, ENODEV, ETIMEDOUT, EINVAL};
+  const std::vector<int> errnos =
+      quick ? std::vector<int>{EIO} : std::vector<int>{EIO, EBUSY, ENODEV, ETIMEDOUT, EINVAL};
 
   struct Row {
     const char* name;
@@ -88,10 +90,12 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "\r%zu/%zu plans", ++done, cases.size());
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "\n");
-  std::printf("%zu plans (%zu fixture plans + generated hosts up to %d GPUs x %d companions), %.0f s\n",
-              cases.size(), fixtureCases().size(), gpus, companions, secs);
+  std::printf(
+      "%zu plans (%zu fixture plans + generated hosts up to %d GPUs x %d companions), %.0f s\n",
+      cases.size(), fixtureCases().size(), gpus, companions, secs);
   size_t stranded = 0, points = 0;
   for (const auto& r : rows) {
     if (r.tally.points == 0) continue;
