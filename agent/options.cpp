@@ -26,50 +26,46 @@ struct Option {
   std::string name;
   Arg arg;
   std::string help;
-  std::string byDefault;  // the value when the option is absent (shown as "(=...)"); "" for none
+  std::string byDefault = {};  // the value when the option is absent (shown as "(=...)")
 };
 
 const std::vector<Option>& optionTable() {
   static const std::vector<Option> table = {
-      {"mode", Arg::kText, "container | vm-passthrough | vm-vgpu (required)", ""},
-      {"dry-run", Arg::kNone, "print the plan and change nothing", ""},
-      {"force", Arg::kNone, "take groups with foreign devices and devices in use", ""},
+      {"mode", Arg::kText, "container | vm-passthrough | vm-vgpu (required)"},
+      {"dry-run", Arg::kNone, "print the plan and change nothing"},
+      {"force", Arg::kNone, "take groups with foreign devices and devices in use"},
       {"image", Arg::kNone,
-       "judge --root as an image root: read its boot configuration, skip hardware checks", ""},
+       "judge --root as an image root: read its boot configuration, skip hardware checks"},
       {"write", Arg::kOptionalText,
        "write the document atomically to PATH under --root (default: the config's status path, "
-       "/run/hostprep/status.json)",
-       ""},
-      {"pci-ids", Arg::kText, "read device names from FILE (default: the root's pci.ids)", ""},
-      {"config", Arg::kText, "the config under --root (default " + std::string(kConfigPath) + ")",
-       ""},
-      {"devices", Arg::kText, "only these GPUs, BDF,... (companions follow)", ""},
-      {"gpu-ids", Arg::kText, "select VVVV:DDDD,... instead of NVIDIA GPUs", ""},
-      {"host-driver", Arg::kText, "the datacenter driver (default nvidia)", ""},
+       "/run/hostprep/status.json)"},
+      {"pci-ids", Arg::kText, "read device names from FILE (default: the root's pci.ids)"},
+      {"config", Arg::kText, "the config under --root (default " + std::string(kConfigPath) + ")"},
+      {"devices", Arg::kText, "only these GPUs, BDF,... (companions follow)"},
+      {"gpu-ids", Arg::kText, "select VVVV:DDDD,... instead of NVIDIA GPUs"},
+      {"host-driver", Arg::kText, "the datacenter driver (default nvidia)"},
       {"holder-nodes", Arg::kText,
-       "device nodes whose holders block unbinding the host driver (default /dev/<host-driver>*)",
-       ""},
+       "device nodes whose holders block unbinding the host driver (default /dev/<host-driver>*)"},
       {"reconcile", Arg::kNone,
-       "move devices back when someone else moves them (default: only report)", ""},
-      {"once", Arg::kNone, "converge, write the status and exit (the boot oneshot)", ""},
+       "move devices back when someone else moves them (default: only report)"},
+      {"once", Arg::kNone, "converge, write the status and exit (the boot oneshot)"},
       {"lock-timeout", Arg::kSeconds, "seconds to wait for another run", "30"},
       {"unbind-timeout", Arg::kSeconds, "seconds a driver may take to let go of a device", "30"},
       {"vgpu-config", Arg::kText,
-       "vm-vgpu: vgpu-device-manager config FILE (default: embedded defaults per GPU model)", ""},
+       "vm-vgpu: vgpu-device-manager config FILE (default: embedded defaults per GPU model)"},
       {"vgpu-config-name", Arg::kText,
        "vm-vgpu: the config in that file to apply (as the nvidia.com/vgpu.config label)",
        std::string(kDefaultVgpuConfigName)},
       {"color", Arg::kText,
        "auto | always | never (auto: only on a terminal, and not when NO_COLOR is set)", "auto"},
       {"cluster-policy", Arg::kText,
-       "the GPU Operator ClusterPolicy (kubectl get clusterpolicies -o json)", ""},
-      {"kubevirt", Arg::kText, "the KubeVirt CR (kubectl get kubevirt -A -o json)", ""},
+       "the GPU Operator ClusterPolicy (kubectl get clusterpolicies -o json)"},
+      {"kubevirt", Arg::kText, "the KubeVirt CR (kubectl get kubevirt -A -o json)"},
       {"vms", Arg::kTexts,
-       "VirtualMachine / VirtualMachineInstance / Pod manifests (YAML or JSON, multi-document)",
-       ""},
+       "VirtualMachine / VirtualMachineInstance / Pod manifests (YAML or JSON, multi-document)"},
       {"status", Arg::kTexts,
-       "hostprep status documents of the nodes (hostprep status --output json)", ""},
-      {"operands", Arg::kNone, "print the table of operands per mode and exit", ""},
+       "hostprep status documents of the nodes (hostprep status --output json)"},
+      {"operands", Arg::kNone, "print the table of operands per mode and exit"},
   };
   return table;
 }
@@ -84,9 +80,9 @@ struct Use {
 // A command: its name, the text around its option table, its options, and a positional name.
 struct CommandSpec {
   std::string name;
-  std::string usage;  // above the options
+  std::string usage;  // above the options (a blank line between)
   std::vector<Use> options;
-  std::string trailer;  // below them
+  std::string trailer = {};  // below them
   const char* positional = nullptr;
 };
 
@@ -132,7 +128,7 @@ po::options_description describe(const CommandSpec& c) {
 
 std::string helpText(const CommandSpec& c) {
   std::ostringstream s;
-  s << c.usage << describe(c) << c.trailer;
+  s << c.usage << "\n" << describe(c) << c.trailer;
   return s.str();
 }
 
@@ -304,10 +300,11 @@ po::options_description globalDescription() {
 CommandSpec prepareSpec() {
   return {
       "prepare",
-      "usage: hostprep prepare --mode M [options]\n\n"
-      "Moves every selected GPU and its companion functions to the mode's driver, verifies "
-      "each\n"
-      "step, and rolls back on failure.\n\n",
+      R"(usage: hostprep prepare --mode M [options]
+
+Moves every selected GPU and its companion functions to the mode's driver, verifies each
+step, and rolls back on failure.
+)",
       {{"mode"},
        {"dry-run"},
        {"force"},
@@ -318,8 +315,7 @@ CommandSpec prepareSpec() {
        {"lock-timeout"},
        {"unbind-timeout"},
        {"vgpu-config"},
-       {"vgpu-config-name"}},
-      ""};
+       {"vgpu-config-name"}}};
 }
 
 Result<ConvergeOptions> readPrepare(const po::variables_map& vm) {
@@ -352,13 +348,12 @@ Result<ConvergeOptions> readPrepare(const po::variables_map& vm) {
 CommandSpec preflightSpec() {
   return {
       "preflight",
-      "usage: hostprep preflight [--mode M] [--image] [options]\n\n"
-      "Checks every host prerequisite of a mode (CPU virtualization, IOMMU in firmware and "
-      "kernel,\n"
-      "kernel arguments, interrupt remapping, modules, IOMMU groups, SR-IOV, boot "
-      "persistence) and\n"
-      "says exactly how to fix each problem. With --image, checks an image root's "
-      "configuration.\n\n",
+      R"(usage: hostprep preflight [--mode M] [--image] [options]
+
+Checks every host prerequisite of a mode (CPU virtualization, IOMMU in firmware and kernel,
+kernel arguments, interrupt remapping, modules, IOMMU groups, SR-IOV, boot persistence) and
+says exactly how to fix each problem. With --image, checks an image root's configuration.
+)",
       {{"mode",
         "container | vm-passthrough | vm-vgpu (default: the configured mode, else "
         "vm-passthrough)"},
@@ -395,20 +390,20 @@ Result<PreflightOptions> readPreflight(const po::variables_map& vm) {
 
 CommandSpec statusSpec() {
   return {"status",
-          "usage: hostprep status [--write [PATH]] [options]\n\n"
-          "Builds the node's status document from the host: desired and actual mode, "
-          "conditions,\n"
-          "every selected device with its driver, and what the device plugins will advertise.\n"
-          "Prints a summary (or the document with --output json); --write also writes it. The\n"
-          "selection: the flags, else the config's, else the last prepare's.\n\n",
+          R"(usage: hostprep status [--write [PATH]] [options]
+
+Builds the node's status document from the host: desired and actual mode, conditions,
+every selected device with its driver, and what the device plugins will advertise.
+Prints a summary (or the document with --output json); --write also writes it. The
+selection: the flags, else the config's, else the last prepare's.
+)",
           {{"write"},
            {"pci-ids"},
            {"mode", "the desired mode (default: the config, else the last prepare)"},
            {"config", "the agent config under --root (default " + std::string(kConfigPath) + ")"},
            {"devices"},
            {"gpu-ids"},
-           {"host-driver"}},
-          ""};
+           {"host-driver"}}};
 }
 
 Result<StatusOptions> readStatus(const po::variables_map& vm) {
@@ -432,20 +427,18 @@ Result<StatusOptions> readStatus(const po::variables_map& vm) {
 
 CommandSpec agentSpec() {
   return {"agent",
-          "usage: hostprep agent [options]\n\n"
-          "Resolves a leftover journal, converges to the configured mode (the same path as "
-          "prepare),\n"
-          "writes the status, tells systemd it is ready, then rewrites the status on every PCI, "
-          "VFIO\n"
-          "and mdev kernel event. SIGHUP reloads the config; SIGTERM exits 0 and unbinds "
-          "nothing.\n\n",
+          R"(usage: hostprep agent [options]
+
+Resolves a leftover journal, converges to the configured mode (the same path as prepare),
+writes the status, tells systemd it is ready, then rewrites the status on every PCI, VFIO
+and mdev kernel event. SIGHUP reloads the config; SIGTERM exits 0 and unbinds nothing.
+)",
           {{"config"},
            {"mode", "converge to this mode (overrides the config)"},
            {"reconcile"},
            {"once"},
            {"lock-timeout"},
-           {"unbind-timeout"}},
-          ""};
+           {"unbind-timeout"}}};
 }
 
 Result<AgentOptions> readAgent(const po::variables_map& vm) {
@@ -460,18 +453,19 @@ Result<AgentOptions> readAgent(const po::variables_map& vm) {
 
 CommandSpec persistSpec() {
   return {"persist",
-          "usage: hostprep persist --mode M [--dry-run] [options]\n\n"
-          "Keeps the host driver away from passthrough GPUs from the first boot stage: writes\n"
-          "/etc/modprobe.d/hostprep-vfio.conf (vfio-pci ids, softdeps), /etc/modules-load.d/\n"
-          "hostprep-vfio.conf and a marked block in /etc/initramfs-tools/modules. Any other mode\n"
-          "removes them. Run update-initramfs -u afterwards.\n\n",
+          R"(usage: hostprep persist --mode M [--dry-run] [options]
+
+Keeps the host driver away from passthrough GPUs from the first boot stage: writes
+/etc/modprobe.d/hostprep-vfio.conf (vfio-pci ids, softdeps), /etc/modules-load.d/
+hostprep-vfio.conf and a marked block in /etc/initramfs-tools/modules. Any other mode
+removes them. Run update-initramfs -u afterwards.
+)",
           {{"mode"},
            {"dry-run", "print what would be written and change nothing"},
            {"config", "take the selection from this config under --root"},
            {"devices"},
            {"gpu-ids"},
-           {"host-driver"}},
-          ""};
+           {"host-driver"}}};
 }
 
 Result<PersistOptions> readPersist(const po::variables_map& vm) {
@@ -485,18 +479,16 @@ Result<PersistOptions> readPersist(const po::variables_map& vm) {
 
 CommandSpec checkNodeSpec() {
   return {"check-node",
-          "usage: hostprep check-node FILE... [--cluster-policy FILE] [--kubevirt FILE]\n"
-          "                           [--vms FILE...] [--status FILE...] [--vgpu-config FILE]\n"
-          "       hostprep check-node --operands\n\n"
-          "Checks that each node's nvidia.com/gpu.workload.config label agrees with the "
-          "resources it\n"
-          "advertises, the operator's deploy labels, vGPU counts, KubeVirt's "
-          "permittedHostDevices and\n"
-          "what VMs and pods ask for. FILE is 'kubectl get nodes -o json' (or -o yaml, or one "
-          "node);\n"
-          "'-' reads standard input. Exit 0 clean (warnings allowed), 1 an error finding, 2 "
-          "unreadable\n"
-          "or malformed input.\n\n",
+          R"(usage: hostprep check-node FILE... [--cluster-policy FILE] [--kubevirt FILE]
+                           [--vms FILE...] [--status FILE...] [--vgpu-config FILE]
+       hostprep check-node --operands
+
+Checks that each node's nvidia.com/gpu.workload.config label agrees with the resources it
+advertises, the operator's deploy labels, vGPU counts, KubeVirt's permittedHostDevices and
+what VMs and pods ask for. FILE is 'kubectl get nodes -o json' (or -o yaml, or one node);
+'-' reads standard input. Exit 0 clean (warnings allowed), 1 an error finding, 2 unreadable
+or malformed input.
+)",
           {{"cluster-policy"},
            {"kubevirt"},
            {"vms"},
