@@ -76,7 +76,6 @@ TEST_CASE("a bad config makes status exit 2 naming the key", "[cli][config]") {
   CHECK_FALSE(std::filesystem::exists(fx.path("run/hostprep")));
 }
 
-
 TEST_CASE("status shows the devices the last prepare moved, unless flags or the config say",
           "[cli][status]") {
   Fixture fx("two-a10");
