@@ -6,6 +6,7 @@
 #include "drivers/text.hpp"
 
 namespace hostprep {
+
 int cmdPersist(Context& ctx, const std::vector<std::string>& args) {
   PersistOptions opt;
   if (auto rc = exitEarly(ctx, parsePersistOptions(args), opt)) return *rc;
