@@ -39,46 +39,31 @@ void useJournalFormat() {
 }  // namespace
 
 int cmdAgent(Context& ctx, const std::vector<std::string>& args) {
-  auto opt = parseAgentOptions(args);
-  if (!opt) {
-    ctx.err << "hostprep agent: " << opt.error().describe() << "\n";
-    return static_cast<int>(opt.error().exit);
-  }
-  if (opt->help) {
-    ctx.out << agentHelp();
-    return 0;
-  }
+  AgentOptions opt;
+  if (auto rc = exitEarly(ctx, parseAgentOptions(args), opt)) return *rc;
   useJournalFormat();
   RootHost host(ctx.global.root);
   auto release = readTrimmed(host, "proc/sys/kernel/osrelease").value_or("");
   auto modules = makeKmodLoader(host, release);
   Kernel kernel{host, *modules};
   // sd_notify is a no-op without NOTIFY_SOCKET (a busybox guest, a pod, a terminal).
-  Agent agent(kernel, *opt, [](const std::string& msg) { (void)sd_notify(0, msg.c_str()); });
+  Agent agent(kernel, opt, [](const std::string& msg) { (void)sd_notify(0, msg.c_str()); });
 
-  // 1. Signals before anything else, so a SIGTERM during convergence waits for the loop.
   std::unique_ptr<SignalSource> signals;
-  if (!opt->once) {
-    auto s = openSignalSource();
-    if (!s) {
-      ctx.err << "hostprep agent: " << s.error().describe() << "\n";
-      return static_cast<int>(Exit::kFailed);
-    }
-    signals = std::move(*s);
-  }
-  // 2. Listen before converging, so no event between the first status and the loop is lost.
   std::unique_ptr<EventSource> events;
-  if (!opt->once) {
+  if (!opt.once) {
+    // 1. Signals before anything else, so a SIGTERM during convergence waits for the loop.
+    auto s = openSignalSource();
+    if (!s) return fail(ctx, s.error());
+    signals = std::move(*s);
+    // 2. Listen before converging, so no event between the first status and the loop is lost.
     auto e = openKernelEventMonitor();
-    if (!e) {
-      ctx.err << "hostprep agent: " << e.error().describe() << "\n";
-      return static_cast<int>(Exit::kFailed);
-    }
+    if (!e) return fail(ctx, e.error());
     events = std::move(*e);
   }
   // 3. Converge, publish, READY=1.
   int rc = agent.start();
-  if (opt->once || rc == static_cast<int>(Exit::kUsage)) return rc;
+  if (opt.once || rc == static_cast<int>(Exit::kUsage)) return rc;
   // 4. The loop, until SIGTERM.
   return agent.run(*events, *signals);
 }

@@ -66,17 +66,6 @@ Result<std::optional<Document>> loadOne(const std::optional<std::string>& path,
   return std::optional<Document>(std::move(docs->front()));
 }
 
-int fail(Context& ctx, const Error& e) {
-  if (ctx.json()) {
-    json j{{"schema", "hostprep.check-node/v1"},
-           {"ok", false},
-           {"error", {{"message", e.message}, {"errno", e.err}, {"advice", e.advice}}}};
-    ctx.out << j.dump(2) << "\n";
-  }
-  ctx.err << "hostprep check-node: " << e.describe() << "\n";
-  return static_cast<int>(e.exit);
-}
-
 json operandsJson() {
   auto need = [](Need n) {
     return n == Need::kYes ? "yes" : n == Need::kOptional ? "optional" : "no";
@@ -96,13 +85,10 @@ json operandsJson() {
 }  // namespace
 
 int cmdCheckNode(Context& ctx, const std::vector<std::string>& args) {
-  auto opt = parseCheckNodeOptions(args);
-  if (!opt) return fail(ctx, opt.error());
-  if (opt->help) {
-    ctx.out << checkNodeHelp();
-    return 0;
-  }
-  if (opt->operands) {
+  ctx.errorDocument = json{{"schema", "hostprep.check-node/v1"}};
+  CheckNodeOptions opt;
+  if (auto rc = exitEarly(ctx, parseCheckNodeOptions(args), opt)) return *rc;
+  if (opt.operands) {
     if (ctx.json()) {
       ctx.out << operandsJson().dump(2) << "\n";
     } else {
@@ -113,31 +99,31 @@ int cmdCheckNode(Context& ctx, const std::vector<std::string>& args) {
 
   // 1. Read and parse every input; the first unreadable or malformed one stops the run (exit 2).
   CheckNodeInput in;
-  for (const auto& f : opt->nodes) {
+  for (const auto& f : opt.nodes) {
     auto docs = load(f);
     if (!docs) return fail(ctx, docs.error());
     for (auto& d : *docs) in.nodes.push_back(std::move(d));
   }
-  for (const auto& f : opt->vms) {
+  for (const auto& f : opt.vms) {
     auto docs = load(f);
     if (!docs) return fail(ctx, docs.error());
     for (auto& d : *docs) in.workloads.push_back(std::move(d));
   }
-  for (const auto& f : opt->status) {
+  for (const auto& f : opt.status) {
     auto docs = load(f);
     if (!docs) return fail(ctx, docs.error());
     for (auto& d : *docs) in.statuses.push_back(std::move(d));
   }
-  auto policy = loadOne(opt->clusterPolicy, "cluster-policy");
+  auto policy = loadOne(opt.clusterPolicy, "cluster-policy");
   if (!policy) return fail(ctx, policy.error());
   in.clusterPolicy = std::move(*policy);
-  auto kubevirt = loadOne(opt->kubevirt, "kubevirt");
+  auto kubevirt = loadOne(opt.kubevirt, "kubevirt");
   if (!kubevirt) return fail(ctx, kubevirt.error());
   in.kubevirt = std::move(*kubevirt);
-  if (opt->vgpuConfig) {
-    auto text = readInput(*opt->vgpuConfig);
+  if (opt.vgpuConfig) {
+    auto text = readInput(*opt.vgpuConfig);
     if (!text) return fail(ctx, text.error());
-    auto configs = readVgpuConfigs(*text, displayName(*opt->vgpuConfig));
+    auto configs = readVgpuConfigs(*text, displayName(*opt.vgpuConfig));
     if (!configs) {
       Error e = configs.error();
       e.message = "--vgpu-config: " + e.message;

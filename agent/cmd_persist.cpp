@@ -6,64 +6,52 @@
 #include "drivers/text.hpp"
 
 namespace hostprep {
-namespace {
-
-int fail(Context& ctx, const Error& e) {
-  ctx.err << "hostprep persist: " << e.describe() << "\n";
-  return static_cast<int>(e.exit);
-}
-
-}  // namespace
 
 int cmdPersist(Context& ctx, const std::vector<std::string>& args) {
-  auto opt = parsePersistOptions(args);
-  if (!opt) return fail(ctx, opt.error());
-  if (opt->help) {
-    ctx.out << persistHelp();
-    return 0;
-  }
+  PersistOptions opt;
+  if (auto rc = exitEarly(ctx, parsePersistOptions(args), opt)) return *rc;
   RootHost host(ctx.global.root);
-  auto config = loadConfig(host, opt->configPath, opt->configGiven);
+  auto config = loadConfig(host, opt.config.path, opt.config.given);
   if (!config) return fail(ctx, config.error());
   SelectionOptions so = config->selection;
-  opt->selection.applyTo(so);
+  opt.selection.applyTo(so);
 
   // 1. The devices: the same selection as prepare.
   auto snap = readSnapshot(host);
   if (!snap) return fail(ctx, snap.error());
   auto sel = selectDevices(*snap, so);
   if (!sel) return fail(ctx, sel.error());
-  if (opt->mode == Mode::kVmPassthrough && sel->targets.empty()) {
+  if (opt.mode == Mode::kVmPassthrough && sel->targets.empty()) {
     return fail(ctx,
                 sysError("no GPU selected on this host: nothing to keep away from the host driver",
                          ENODEV, "check 'lspci -nn'; pass --gpu-ids VVVV:DDDD"));
   }
 
   // 2. The files.
-  auto plan = makePersistPlan(*snap, *sel, opt->mode,
-                              [&](std::string_view p) -> std::optional<std::string> {
-                                auto t = host.read(p, 1u << 20);
-                                return t ? std::optional<std::string>(*t) : std::nullopt;
-                              });
+  auto plan =
+      makePersistPlan(*snap, *sel, opt.mode, [&](std::string_view p) -> std::optional<std::string> {
+        auto t = host.read(p, 1u << 20);
+        return t ? std::optional<std::string>(*t) : std::nullopt;
+      });
   for (const auto& w : plan.warnings) ctx.err << "warning: " << w << "\n";
   for (const auto& f : plan.files) {
     ctx.out << "/" << f.path << ": "
             << (!f.changes  ? "unchanged"
-                : f.content ? (opt->dryRun ? "would write" : "written")
-                            : (opt->dryRun ? "would remove" : "removed"))
+                : f.content ? (opt.dryRun ? "would write" : "written")
+                            : (opt.dryRun ? "would remove" : "removed"))
             << "\n";
-    if (opt->dryRun && f.changes && f.content) {
+    if (opt.dryRun && f.changes && f.content) {
       for (auto line : splitLines(*f.content)) ctx.out << "  | " << line << "\n";
     }
   }
-  if (opt->dryRun) return 0;
+  if (opt.dryRun) return 0;
 
   // 3. Apply.
   if (auto s = applyPersistPlan(host, plan); !s) return fail(ctx, s.error());
   if (plan.initramfsChanges) {
     ctx.out << "the initramfs must be rebuilt for the next boot: run 'update-initramfs -u'\n";
   } else if (plan.noop()) {
-    ctx.out << "nothing to do: boot persistence already matches " << toString(opt->mode) << "\n";
+    ctx.out << "nothing to do: boot persistence already matches " << toString(opt.mode) << "\n";
   }
   return 0;
 }

@@ -97,11 +97,6 @@ void printText(Context& ctx, const PreflightReport& r, const std::string& root, 
           << " for " << toString(r.mode) << "\n";
 }
 
-int fail(Context& ctx, const Error& e) {
-  ctx.err << "hostprep preflight: " << e.describe() << "\n";
-  return static_cast<int>(e.exit);
-}
-
 }  // namespace
 
 // The mode configured for this node (etc/hostprep/config.yaml under --root), if any.
@@ -111,18 +106,14 @@ std::optional<Mode> configuredPreflightMode(const Context& ctx) {
 }
 
 int cmdPreflight(Context& ctx, const std::vector<std::string>& args) {
-  auto opt = parsePreflightOptions(args);
-  if (!opt) return fail(ctx, opt.error());
-  if (opt->help) {
-    ctx.out << preflightHelp();
-    return 0;
-  }
-  PreflightRequest req{preflightMode(opt->mode, configuredPreflightMode(ctx)), opt->selection};
+  PreflightOptions opt;
+  if (auto rc = exitEarly(ctx, parsePreflightOptions(args), opt)) return *rc;
+  PreflightRequest req{preflightMode(opt.mode, configuredPreflightMode(ctx)), opt.selection};
   RootHost host(ctx.global.root);
   const auto modules = preflightModules(req.selection.hostDriver);
 
   PreflightReport report;
-  if (opt->image) {
+  if (opt.image) {
     // 1. An image: its boot configuration and installed kernels; no running kernel to ask.
     const BootConfig boot = readBootConfig(host);
     const auto kernels = readImageKernels(
@@ -149,7 +140,7 @@ int cmdPreflight(Context& ctx, const std::vector<std::string>& args) {
   if (ctx.json()) {
     ctx.out << reportJson(report).dump(2) << "\n";
   } else {
-    printText(ctx, report, ctx.global.root.string(), useColor(ctx, opt->color));
+    printText(ctx, report, ctx.global.root.string(), useColor(ctx, opt.color));
   }
   return report.failed() ? static_cast<int>(Exit::kFailed) : static_cast<int>(Exit::kOk);
 }

@@ -95,18 +95,6 @@ void printPlan(Context& ctx, const Snapshot& s, const Plan& plan) {
   }
 }
 
-// Prints the error the way every command does, and returns its exit code.
-int fail(Context& ctx, const Error& e, json* report = nullptr) {
-  if (ctx.json()) {
-    json j = report ? *report : json::object();
-    j["ok"] = false;
-    j["error"] = {{"message", e.message}, {"errno", e.err}, {"advice", e.advice}};
-    ctx.out << j.dump(2) << "\n";
-  }
-  ctx.err << "hostprep prepare: " << e.describe() << "\n";
-  return static_cast<int>(e.exit);
-}
-
 #ifdef HOSTPREP_TEST_HOOKS
 // Test builds only: HOSTPREP_TEST_CRASH_AFTER_STEP=k kills the process right after step k, the
 // way a power cut or an OOM kill would, so the crash sweep can check the next run.
@@ -126,28 +114,15 @@ std::function<bool(size_t)> crashHook() {
 }  // namespace
 
 int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
-  auto opt = parsePrepareOptions(args);
-  if (!opt) return fail(ctx, opt.error());
-  if (opt->help) {
-    ctx.out << prepareHelp();
-    return 0;
-  }
+  ctx.errorDocument = json::object();  // --output json: errors as {"ok": false, "error": ...}
+  ConvergeOptions co;
+  if (auto rc = exitEarly(ctx, parsePrepareOptions(args), co)) return *rc;
   RootHost host(ctx.global.root);
   auto release = readTrimmed(host, "proc/sys/kernel/osrelease").value_or("");
   auto modules = makeKmodLoader(host, release);
   Kernel kernel{host, *modules};
 
   // The same path as the agent: lock, journal, select, plan, holders, apply (agent/converge).
-  ConvergeOptions co;
-  co.mode = opt->mode;
-  co.dryRun = opt->dryRun;
-  co.force = opt->force;
-  co.selection = opt->selection;
-  co.lockTimeout = opt->lockTimeout;
-  co.unbindTimeout = opt->unbindTimeout;
-  co.holderNodes = opt->holderNodes;
-  co.vgpuConfigFile = opt->vgpuConfigFile;
-  co.vgpuConfigName = opt->vgpuConfigName;
   co.onDevice = [&](const DeviceMove& mv, const Status& s) {
     if (ctx.json()) return;
     ctx.out << mv.bdf.str() << " " << toString(mv.role) << ": "
@@ -165,7 +140,7 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
   }
   if (!c.plan) return fail(ctx, c.status.error());
   const Plan& plan = *c.plan;
-  if (opt->dryRun) {
+  if (co.dryRun) {
     if (ctx.json()) {
       ctx.out << planJson(plan, true).dump(2) << "\n";
     } else {
@@ -174,7 +149,7 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
     return 0;
   }
   json report = planJson(plan, false);
-  if (!c.status) return fail(ctx, c.status.error(), &report);
+  if (!c.status) return fail(ctx, c.status.error(), report);
   if (plan.noop()) {
     if (ctx.json()) {
       report["ok"] = true;

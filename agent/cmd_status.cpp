@@ -1,4 +1,6 @@
 // hostprep status: what the node is, from the host alone; --write publishes it.
+#include <spdlog/spdlog.h>
+
 #include <ctime>
 
 #include "agent/commands.hpp"
@@ -8,11 +10,6 @@
 
 namespace hostprep {
 namespace {
-
-int fail(Context& ctx, const Error& e) {
-  ctx.err << "hostprep status: " << e.describe() << "\n";
-  return static_cast<int>(e.exit);
-}
 
 void printText(Context& ctx, const StatusDocument& d) {
   ctx.out << "node " << (d.nodeName.empty() ? "(unnamed)" : d.nodeName) << ": " << summary(d)
@@ -34,27 +31,30 @@ void printText(Context& ctx, const StatusDocument& d) {
 }  // namespace
 
 int cmdStatus(Context& ctx, const std::vector<std::string>& args) {
-  auto opt = parseStatusOptions(args);
-  if (!opt) return fail(ctx, opt.error());
-  if (opt->help) {
-    ctx.out << statusHelp();
-    return 0;
-  }
+  StatusOptions opt;
+  if (auto rc = exitEarly(ctx, parseStatusOptions(args), opt)) return *rc;
   RootHost host(ctx.global.root);
 
-  // 1. The config (selection, paths, mode), then the flags over it.
-  auto config = loadConfig(host, opt->configPath, opt->configGiven);
+  // 1. The selection of the last prepare, the config over it (selection, paths, mode), then the
+  //    flags over both.
+  AgentConfig last;
+  if (auto s = readLastSelection(host); !s) {
+    spdlog::warn("{} (ignored)", s.error().describe());
+  } else if (*s) {
+    last.selection = **s;
+  }
+  auto config = loadConfig(host, opt.config.path, opt.config.given, last);
   if (!config) return fail(ctx, config.error());
   StatusRequest req;
   req.config = std::move(*config);
-  opt->selection.applyTo(req.config.selection);
-  req.modeOverride = opt->mode;
+  opt.selection.applyTo(req.config.selection);
+  req.modeOverride = opt.mode;
   req.now = std::time(nullptr);
-  if (opt->pciIdsFile) {
+  if (opt.pciIdsFile) {
     RootHost local("/");
-    auto text = local.read(*opt->pciIdsFile, 16u << 20);
+    auto text = local.read(*opt.pciIdsFile, 16u << 20);
     if (!text) {
-      return fail(ctx, usageError("--pci-ids: cannot read " + *opt->pciIdsFile + ": " +
+      return fail(ctx, usageError("--pci-ids: cannot read " + *opt.pciIdsFile + ": " +
                                       std::strerror(text.error().err),
                                   "name a readable pci.ids file"));
     }
@@ -66,8 +66,8 @@ int cmdStatus(Context& ctx, const std::vector<std::string>& args) {
   if (!o) return fail(ctx, o.error());
 
   // 3. Publish and print.
-  if (opt->write) {
-    const std::string path = opt->write->empty() ? req.config.statusPath : *opt->write;
+  if (opt.write) {
+    const std::string path = opt.write->empty() ? req.config.statusPath : *opt.write;
     if (auto s = publish(host, **o, req.config, path); !s) return fail(ctx, s.error());
   }
   if (ctx.json()) {

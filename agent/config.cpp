@@ -6,28 +6,37 @@
 
 #include <set>
 
-#include "drivers/parsers.hpp"
+#include "drivers/journal.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {
 namespace {
 
+// A value's parser: an agent/option_values validator, given where the value was read.
+template <class T>
+using Parse = Result<T> (*)(std::string_view where, std::string_view text);
+
 struct Reader {
   std::string source;
 
+  // "config.yaml: selection.gpu-ids[1]": where a value was read.
+  std::string where(const std::string& key) const { return source + ": " + key; }
+
   Error bad(const std::string& key, const std::string& problem, const std::string& advice) const {
-    return usageError(source + ": " + key + ": " + problem, advice);
+    return usageError(where(key) + ": " + problem, advice);
   }
 
-  // Every key of a mapping must be known.
-  std::optional<Error> keys(const YAML::Node& n, const std::string& where,
-                            const std::set<std::string>& known) const {
+  // `n` must be a mapping of known keys (`key` names it; empty for the top level).
+  std::optional<Error> mapping(const YAML::Node& n, const std::string& key,
+                               const std::set<std::string>& known,
+                               const std::string& advice) const {
+    if (!n.IsMap()) return bad(key.empty() ? "(top level)" : key, "must be a mapping", advice);
     for (const auto& kv : n) {
       const std::string k = kv.first.Scalar();
       if (!known.count(k)) {
         std::string list;
         for (const auto& x : known) list += (list.empty() ? "" : ", ") + x;
-        return bad(where.empty() ? k : where + "." + k, "unknown key", "known keys: " + list);
+        return bad(key.empty() ? k : key + "." + k, "unknown key", "known keys: " + list);
       }
     }
     return std::nullopt;
@@ -46,143 +55,90 @@ struct Reader {
     return bad(key, "'" + *s + "' is not true or false", "write " + key + ": true or false");
   }
 
-  // A host path hostprep writes or reads: absolute, no "..", no control characters.
-  Result<std::string> path(const YAML::Node& n, const std::string& key) const {
-    auto s = scalar(n, key);
+  // The value of `path` (its last part a key of `map`), when there, checked by `parse` into
+  // `field`.
+  template <class Field, class T>
+  std::optional<Error> value(const YAML::Node& map, const std::string& path, Field& field,
+                             Parse<T> parse) const {
+    const auto n = map[path.substr(path.rfind('.') + 1)];
+    if (!n) return std::nullopt;
+    auto s = scalar(n, path);
     if (!s) return s.error();
-    bool ctl = false;
-    for (char c : *s) ctl = ctl || static_cast<unsigned char>(c) < 0x20;
-    bool dots = false;
-    for (auto part : split(*s, '/')) dots = dots || part == "..";
-    if (s->empty() || s->front() != '/' || dots || ctl || s->size() > 4096 || s->back() == '/') {
-      return bad(key, "'" + *s + "' is not an absolute file path",
-                 "write a path such as /run/hostprep/status.json, without '..'");
-    }
-    return *s;
+    auto v = parse(where(path), *s);
+    if (!v) return v.error();
+    field = std::move(*v);
+    return std::nullopt;
   }
 
-  Result<std::vector<std::string>> list(const YAML::Node& n, const std::string& key) const {
-    std::vector<std::string> out;
-    if (n.IsScalar()) {  // "10de:2236,10de:2331" is accepted, like the command line
+  // A list the same way, each element checked ("selection.gpu-ids[1]"); "10de:2236,10de:2331"
+  // is accepted, like the command line.
+  template <class T>
+  std::optional<Error> list(const YAML::Node& map, const std::string& path, std::vector<T>& field,
+                            Parse<T> parse) const {
+    const auto n = map[path.substr(path.rfind('.') + 1)];
+    if (!n) return std::nullopt;
+    std::vector<std::string> texts;
+    if (n.IsScalar()) {
       for (auto p : split(n.Scalar(), ',')) {
-        if (!trim(p).empty()) out.emplace_back(trim(p));
+        if (!trim(p).empty()) texts.emplace_back(trim(p));
       }
-      return out;
+    } else if (n.IsSequence()) {
+      for (size_t i = 0; i < n.size(); ++i) {
+        auto s = scalar(n[i], path + "[" + std::to_string(i) + "]");
+        if (!s) return s.error();
+        texts.push_back(*s);
+      }
+    } else {
+      return bad(path, "must be a list", "write " + path + ": [A, B]");
     }
-    if (!n.IsSequence()) return bad(key, "must be a list", "write " + key + ": [A, B]");
-    for (size_t i = 0; i < n.size(); ++i) {
-      auto s = scalar(n[i], key + "[" + std::to_string(i) + "]");
-      if (!s) return s.error();
-      out.push_back(*s);
+    field.clear();
+    for (size_t i = 0; i < texts.size(); ++i) {
+      auto v = parse(where(path + "[" + std::to_string(i) + "]"), texts[i]);
+      if (!v) return v.error();
+      field.push_back(*v);
     }
-    return out;
+    return std::nullopt;
   }
 };
 
-Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r) {
-  AgentConfig c;
+Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r, AgentConfig c) {
   if (!root || root.IsNull()) return c;
   if (!root.IsMap())
     return r.bad("(top level)", "must be a mapping of keys", "see systemd/config.yaml");
-  if (auto e = r.keys(
+  if (auto e = r.mapping(
           root, "",
-          {"mode", "selection", "host-driver", "holder-nodes", "vgpu", "status", "reconcile"})) {
+          {"mode", "selection", "host-driver", "holder-nodes", "vgpu", "status", "reconcile"},
+          "")) {
     return *e;
   }
-  if (auto n = root["mode"]) {
-    auto s = r.scalar(n, "mode");
-    if (!s) return s.error();
-    auto m = parseMode(*s);
-    if (!m)
-      return r.bad("mode", "'" + *s + "' is not a mode",
-                   "choose one of " + std::string(kModeChoices));
-    c.mode = *m;
-  }
+  if (auto e = r.value(root, "mode", c.mode, parseModeValue)) return *e;
   if (auto sel = root["selection"]) {
-    if (!sel.IsMap())
-      return r.bad("selection", "must be a mapping", "write selection: {gpu-ids: [...]}");
-    if (auto e = r.keys(sel, "selection", {"gpu-ids", "devices"})) return *e;
-    if (auto n = sel["gpu-ids"]) {
-      auto l = r.list(n, "selection.gpu-ids");
-      if (!l) return l.error();
-      for (size_t i = 0; i < l->size(); ++i) {
-        auto id = parsePciId((*l)[i]);
-        if (!id) {
-          return r.bad("selection.gpu-ids[" + std::to_string(i) + "]",
-                       "'" + (*l)[i] + "' is not a vendor:device id",
-                       "write VVVV:DDDD in hex, e.g. 10de:2236");
-        }
-        c.selection.gpuIds.push_back(*id);
-      }
+    if (auto e = r.mapping(sel, "selection", {"gpu-ids", "devices"},
+                           "write selection: {gpu-ids: [...]}")) {
+      return *e;
     }
-    if (auto n = sel["devices"]) {
-      auto l = r.list(n, "selection.devices");
-      if (!l) return l.error();
-      for (size_t i = 0; i < l->size(); ++i) {
-        auto b = parseBdf((*l)[i]);
-        if (!b) {
-          return r.bad("selection.devices[" + std::to_string(i) + "]",
-                       "'" + (*l)[i] + "' is not a PCI address",
-                       "write DDDD:BB:DD.F, e.g. 0000:3b:00.0");
-        }
-        c.selection.devices.push_back(*b);
-      }
-    }
+    if (auto e = r.list(sel, "selection.gpu-ids", c.selection.gpuIds, parsePciIdValue)) return *e;
+    if (auto e = r.list(sel, "selection.devices", c.selection.devices, parseBdfValue)) return *e;
   }
-  if (auto n = root["host-driver"]) {
-    auto s = r.scalar(n, "host-driver");
-    if (!s) return s.error();
-    if (!isValidModuleName(*s)) {
-      return r.bad("host-driver", "'" + *s + "' is not a driver name",
-                   "use letters, digits, '_' and '-' only, at most 64 characters");
-    }
-    c.selection.hostDriver = *s;
-  }
-  if (auto n = root["holder-nodes"]) {
-    auto s = r.scalar(n, "holder-nodes");
-    if (!s) return s.error();
-    if (!startsWith(*s, "/dev/") || s->find("..") != std::string::npos) {
-      return r.bad("holder-nodes", "'" + *s + "' is not a /dev pattern",
-                   "write a glob under /dev, e.g. /dev/nvidia*");
-    }
-    c.holderNodes = *s;
-  }
+  if (auto e = r.value(root, "host-driver", c.selection.hostDriver, parseDriverValue)) return *e;
+  if (auto e = r.value(root, "holder-nodes", c.holderNodes, parseHolderNodes)) return *e;
   if (auto v = root["vgpu"]) {
-    if (!v.IsMap())
-      return r.bad("vgpu", "must be a mapping", "write vgpu: {config-file: ..., config-name: ...}");
-    if (auto e = r.keys(v, "vgpu", {"config-file", "config-name"})) return *e;
-    if (auto n = v["config-file"]) {
-      auto p = r.path(n, "vgpu.config-file");
-      if (!p) return p.error();
-      c.vgpuConfigFile = *p;
+    if (auto e = r.mapping(v, "vgpu", {"config-file", "config-name"},
+                           "write vgpu: {config-file: ..., config-name: ...}")) {
+      return *e;
     }
-    if (auto n = v["config-name"]) {
-      auto s = r.scalar(n, "vgpu.config-name");
-      if (!s) return s.error();
-      bool ok = !s->empty() && s->size() <= 63;
-      for (char ch : *s)
-        ok = ok &&
-             (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.');
-      if (!ok)
-        return r.bad("vgpu.config-name", "'" + *s + "' is not a config name",
-                     "use letters, digits, '-', '_' and '.'");
-      c.vgpuConfigName = *s;
-    }
+    if (auto e = r.value(v, "vgpu.config-file", c.vgpuConfigFile, parseHostFilePath)) return *e;
+    if (auto e = r.value(v, "vgpu.config-name", c.vgpuConfigName, parseVgpuConfigName)) return *e;
   }
   if (auto st = root["status"]) {
-    if (!st.IsMap())
-      return r.bad("status", "must be a mapping",
-                   "write status: {path: /run/hostprep/status.json}");
-    if (auto e = r.keys(st, "status", {"path", "nfd-features", "prometheus"})) return *e;
-    for (auto [key, field] :
-         {std::pair{"path", &c.statusPath}, std::pair{"nfd-features", &c.nfdFeaturesPath},
-          std::pair{"prometheus", &c.prometheusPath}}) {
-      if (auto n = st[key]) {
-        auto p = r.path(n, std::string("status.") + key);
-        if (!p) return p.error();
-        *field = *p;
-      }
+    if (auto e = r.mapping(st, "status", {"path", "nfd-features", "prometheus"},
+                           "write status: {path: /run/hostprep/status.json}")) {
+      return *e;
     }
+    if (auto e = r.value(st, "status.path", c.statusPath, parseHostFilePath)) return *e;
+    if (auto e = r.value(st, "status.nfd-features", c.nfdFeaturesPath, parseHostFilePath))
+      return *e;
+    if (auto e = r.value(st, "status.prometheus", c.prometheusPath, parseHostFilePath)) return *e;
   }
   if (auto n = root["reconcile"]) {
     auto b = r.boolean(n, "reconcile");
@@ -194,11 +150,8 @@ Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r) {
 
 }  // namespace
 
-std::string AgentConfig::holderGlob() const {
-  return holderNodes.empty() ? "/dev/" + selection.hostDriver + "*" : holderNodes;
-}
-
-Result<AgentConfig> parseConfig(std::string_view text, std::string_view source) {
+Result<AgentConfig> parseConfig(std::string_view text, std::string_view source,
+                                const AgentConfig& defaults) {
   Reader r{std::string(source)};
   YAML::Node root;
   try {
@@ -208,7 +161,7 @@ Result<AgentConfig> parseConfig(std::string_view text, std::string_view source) 
                       "fix the YAML syntax");
   }
   try {
-    return parseRoot(root, r);
+    return parseRoot(root, r, defaults);
   } catch (const YAML::Exception& e) {
     return usageError(r.source + ": " + e.what(), "see systemd/config.yaml for the format");
   }
@@ -221,11 +174,12 @@ std::optional<std::string> configPermissionProblem(uid_t owner, mode_t mode, boo
   return std::nullopt;
 }
 
-Result<AgentConfig> loadConfig(const Host& host, std::string_view path, bool required) {
+Result<AgentConfig> loadConfig(const Host& host, std::string_view path, bool required,
+                               const AgentConfig& defaults) {
   const std::string source = startsWith(path, "/") ? std::string(path) : "/" + std::string(path);
   auto text = host.read(path, 1u << 20);
   if (!text) {
-    if (text.error().err == ENOENT && !required) return AgentConfig{};
+    if (text.error().err == ENOENT && !required) return defaults;
     return usageError(
         source + ": cannot read the config: " + std::string(std::strerror(text.error().err)),
         "pass --config with a readable file");
@@ -237,12 +191,38 @@ Result<AgentConfig> loadConfig(const Host& host, std::string_view path, bool req
                         "chown root:root " + source + " && chmod 0644 " + source);
     }
   }
-  return parseConfig(*text, source);
+  return parseConfig(*text, source, defaults);
 }
 
 std::optional<Mode> configuredMode(const Host& host, std::string_view path) {
   auto c = loadConfig(host, path, false);
   return c ? c->mode : std::nullopt;
+}
+
+std::string formatSelection(const SelectionOptions& s) {
+  auto quoted = [](const auto& values, auto str) {
+    std::vector<std::string> out;
+    for (const auto& v : values) out.push_back("\"" + str(v) + "\"");
+    return "[" + join(out, ", ") + "]";
+  };
+  return "selection:\n  gpu-ids: " + quoted(s.gpuIds, [](PciId id) { return toString(id); }) +
+         "\n  devices: " + quoted(s.devices, [](const Bdf& b) { return b.str(); }) +
+         "\nhost-driver: \"" + s.hostDriver + "\"\n";
+}
+
+Result<std::optional<SelectionOptions>> readLastSelection(const Host& host) {
+  auto text = host.read(kLastSelectionPath, 1u << 20);
+  if (!text) return std::optional<SelectionOptions>();
+  auto c = parseConfig(*text, "/" + std::string(kLastSelectionPath));
+  if (!c) return c.error();
+  return std::optional<SelectionOptions>(c->selection);
+}
+
+Status writeLastSelection(Host& host, const SelectionOptions& s) {
+  if (!host.exists(kStateDir)) {
+    if (auto st = host.makeDirs(kStateDir, 0755); !st) return st;
+  }
+  return host.writeFileAtomic(kLastSelectionPath, formatSelection(s), 0644);
 }
 
 }  // namespace hostprep

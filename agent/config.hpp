@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "agent/option_values.hpp"
 #include "drivers/error.hpp"
 #include "drivers/host.hpp"
 #include "drivers/mode.hpp"
@@ -32,30 +33,32 @@
 
 namespace hostprep {
 
-inline constexpr std::string_view kConfigPath = "etc/hostprep/config.yaml";
-
 struct AgentConfig {
   std::optional<Mode> mode;
   SelectionOptions selection;
   std::string holderNodes;  // empty: /dev/<host-driver>*
   std::string vgpuConfigFile;
-  std::string vgpuConfigName = "default";
+  std::string vgpuConfigName{kDefaultVgpuConfigName};
   std::string statusPath{"/run/hostprep/status.json"};
   std::string nfdFeaturesPath;  // empty: not written
   std::string prometheusPath;   // empty: not written
   bool reconcile = false;
 
   // The holder-nodes glob in effect.
-  std::string holderGlob() const;
+  std::string holderGlob() const { return hostprep::holderGlob(holderNodes, selection.hostDriver); }
 };
 
-// Parses config text; `source` names the file in errors ("config.yaml: selection.gpu-ids[1]: ...").
-Result<AgentConfig> parseConfig(std::string_view text, std::string_view source);
+// Parses config text over `defaults` (each key the text names replaces its value there); `source`
+// names the file in errors ("config.yaml: selection.gpu-ids[1]: ..."). The values are checked by
+// agent/option_values, as the command line's are.
+Result<AgentConfig> parseConfig(std::string_view text, std::string_view source,
+                                const AgentConfig& defaults = {});
 
-// Reads the config from a host path. A missing file is the empty config when `required` is false
+// Reads the config from a host path. A missing file is `defaults` when `required` is false
 // (the default path), an error when it was named explicitly. Running as root, a file writable by
 // group or others (or owned by another user) is refused: it decides which devices get unbound.
-Result<AgentConfig> loadConfig(const Host& host, std::string_view path, bool required);
+Result<AgentConfig> loadConfig(const Host& host, std::string_view path, bool required,
+                               const AgentConfig& defaults = {});
 
 // The permission rule, pure: nullopt when fine, else the problem.
 std::optional<std::string> configPermissionProblem(uid_t owner, mode_t mode, bool runningAsRoot);
@@ -63,5 +66,14 @@ std::optional<std::string> configPermissionProblem(uid_t owner, mode_t mode, boo
 // The mode the config names, for preflight and status: nullopt when there is no config, it
 // names no mode, or it does not parse.
 std::optional<Mode> configuredMode(const Host& host, std::string_view path = kConfigPath);
+
+// The selection of the last run that converged (prepare, or the agent), kept beside the last mode
+// in run/hostprep/last-selection, in this file's format (selection.gpu-ids, selection.devices,
+// host-driver), so `hostprep status` shows the devices that run moved.
+inline constexpr std::string_view kLastSelectionPath = "run/hostprep/last-selection";
+std::string formatSelection(const SelectionOptions& s);
+// nullopt when no run recorded one; an error when the file does not parse.
+Result<std::optional<SelectionOptions>> readLastSelection(const Host& host);
+Status writeLastSelection(Host& host, const SelectionOptions& s);
 
 }  // namespace hostprep

@@ -2,8 +2,12 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 namespace hostprep {
@@ -20,9 +24,20 @@ struct Context {
   GlobalOptions global;
   std::ostream& out;
   std::ostream& err;
+  std::string_view command;  // "prepare": its errors read "hostprep prepare: ..."
+  // With --output json, a failure also prints this document on stdout, with "ok": false and
+  // "error": {message, errno, advice} added (prepare, check-node); unset: stderr only.
+  std::optional<nlohmann::json> errorDocument;
 
   bool json() const { return global.output == OutputFormat::kJson; }
 };
+
+// A command's words, parsed (agent/options): its typed options, or --help with the text to print.
+struct HelpText {
+  std::string text;
+};
+template <class T>
+using CommandLine = std::variant<T, HelpText>;
 
 // A subcommand: takes the words after its name (global options already removed) and returns
 // the process exit code.

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <fstream>
 
+#include "agent/config.hpp"
 #include "drivers/status.hpp"
 #include "drivers/text.hpp"
 
@@ -42,6 +43,13 @@ Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::st
 
 namespace {
 
+// After a run that reached its plan: the mode and the selection, for `hostprep status`.
+void remember(Host& host, const ConvergeOptions& opt) {
+  if (auto s = writeLastMode(host, opt.mode); !s) spdlog::warn("{}", s.error().describe());
+  if (auto s = writeLastSelection(host, opt.selection); !s)
+    spdlog::warn("{}", s.error().describe());
+}
+
 // Where a run's time goes, one debug line per phase (hostprep --log-level debug prepare ...).
 class PhaseClock {
  public:
@@ -78,7 +86,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   ApplyOptions apply;
   apply.unbindTimeout = opt.unbindTimeout;
   apply.hostDriver = opt.selection.hostDriver;
-  apply.holderNodes = {opt.holderNodes};
+  apply.holderNodes = {holderGlob(opt.holderNodes, opt.selection.hostDriver)};
   apply.onDevice = opt.onDevice;
   apply.afterStep = opt.afterStep;
 
@@ -140,7 +148,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   c.plan = *plan;
   if (opt.dryRun) return c;
   if (plan->noop()) {
-    if (auto s = writeLastMode(host, opt.mode); !s) spdlog::warn("{}", s.error().describe());
+    remember(host, opt);
     return c;
   }
 
@@ -174,7 +182,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
       spdlog::debug("time: step {} ({}) {:.1f} ms", i + 1, plan->steps[i].describe(), ms);
     }
   }
-  if (auto s = writeLastMode(host, opt.mode); !s) spdlog::warn("{}", s.error().describe());
+  remember(host, opt);
   return c;
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "agent/option_values.hpp"
 #include "drivers/executor.hpp"
 #include "drivers/mode.hpp"
 #include "drivers/selection.hpp"
@@ -16,6 +17,8 @@
 
 namespace hostprep {
 
+// What `hostprep prepare` takes on its command line (agent/options), and what the agent fills in
+// from its config: one set of options for both.
 struct ConvergeOptions {
   Mode mode = Mode::kContainer;
   bool dryRun = false;
@@ -23,11 +26,13 @@ struct ConvergeOptions {
   SelectionOptions selection;
   std::chrono::milliseconds lockTimeout{30'000};
   std::chrono::milliseconds unbindTimeout{30'000};
-  std::string holderNodes = "/dev/nvidia*";
+  // A glob of device nodes whose holders block unbinding the host driver; empty:
+  // /dev/<host-driver>* (holderGlob).
+  std::string holderNodes;
   // vm-vgpu: a vgpu-device-manager config file (on this machine) and the config in it; no file
   // means the embedded defaults (the half-card profile x2 per GPU).
   std::string vgpuConfigFile;
-  std::string vgpuConfigName = "default";
+  std::string vgpuConfigName{kDefaultVgpuConfigName};
   // Called once per device as it moves (not in dry runs).
   std::function<void(const DeviceMove&, const Status&)> onDevice;
   // Test hook, see ApplyOptions::afterStep.
@@ -52,7 +57,8 @@ Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::st
 
 // Converges the host behind `k` to `opt.mode`. After a real run that succeeds, the mode is
 // recorded in run/hostprep/last-mode (the status document's desired mode when no config names
-// one).
+// one) and the selection in run/hostprep/last-selection (the devices `hostprep status` shows when
+// neither its flags nor the config name them).
 Convergence converge(Kernel& k, const ConvergeOptions& opt);
 
 }  // namespace hostprep

@@ -189,7 +189,7 @@ Status Agent::resolveJournal() {
 
 int Agent::start() {
   // 1. The config: a bad one stops here, before anything is touched.
-  auto c = loadConfig(k_.host, opt_.configPath, opt_.configGiven);
+  auto c = loadConfig(k_.host, opt_.config.path, opt_.config.given);
   if (!c) {
     spdlog::error("{}", c.error().describe());
     return static_cast<int>(c.error().exit);
@@ -202,7 +202,7 @@ int Agent::start() {
   if (mode()) {
     conv = convergeNow();
   } else {
-    spdlog::info("no mode in {} and no --mode: observing only", opt_.configPath);
+    spdlog::info("no mode in {} and no --mode: observing only", opt_.config.path);
     conv = resolveJournal();
   }
 
@@ -236,13 +236,13 @@ void Agent::handleEvents(const std::vector<DeviceEvent>& events) {
 void Agent::reload() {
   notify_("RELOADING=1");
   statics_ = {};  // a reload also re-reads the node name, pci.ids and modules.alias
-  auto c = loadConfig(k_.host, opt_.configPath, opt_.configGiven);
+  auto c = loadConfig(k_.host, opt_.config.path, opt_.config.given);
   if (!c) {
     spdlog::error("reload: {} (keeping the previous config)", c.error().describe());
   } else {
     config_ = std::move(*c);
     if (opt_.reconcile) config_.reconcile = true;
-    spdlog::info("reloaded {}", opt_.configPath);
+    spdlog::info("reloaded {}", opt_.config.path);
     failedDrift_.clear();
     (void)convergeNow();
   }

@@ -98,7 +98,7 @@ int run(int argc, const char* const* argv) {
 
   // 3. Run it.
   setupLogging(parsed->global);
-  Context ctx{parsed->global, std::cout, std::cerr};
+  Context ctx{parsed->global, std::cout, std::cerr, cmd->name, std::nullopt};
   return cmd->fn(ctx, std::vector<std::string>(rest.begin() + 1, rest.end()));
 }
 

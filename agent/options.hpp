@@ -1,4 +1,7 @@
-// Command-line options become typed configs here, in one file, with enums for every choice.
+// Command-line options become typed configs here, in one file, with enums for every choice. Every
+// option is declared once, in the option table of options.cpp; its value is checked by the same
+// validator the config file uses (agent/option_values). A command's parser returns its options,
+// or --help with its help text (commands.hpp: exitEarly).
 #pragma once
 
 #include <chrono>
@@ -7,6 +10,8 @@
 #include <vector>
 
 #include "agent/context.hpp"
+#include "agent/converge.hpp"
+#include "agent/option_values.hpp"
 #include "drivers/error.hpp"
 #include "drivers/mode.hpp"
 #include "drivers/selection.hpp"
@@ -24,27 +29,26 @@ struct ParsedGlobal {
 Result<ParsedGlobal> parseGlobalOptions(int argc, const char* const* argv);
 std::string globalOptionsHelp();
 
-// Shared validators: each names the option and the fix in its error.
+// Comma-separated lists on the command line, each element checked as in the config file.
 Result<std::vector<Bdf>> parseBdfList(std::string_view option, std::string_view text);
 Result<std::vector<PciId>> parsePciIdList(std::string_view option, std::string_view text);
-Result<std::string> parseDriverName(std::string_view option, std::string_view name);
 
-struct PrepareOptions {
-  Mode mode = Mode::kContainer;
-  bool dryRun = false;
-  bool force = false;
-  SelectionOptions selection;
-  std::chrono::milliseconds lockTimeout{30'000};
-  std::chrono::milliseconds unbindTimeout{30'000};
-  std::string holderNodes;  // glob of device nodes whose holders block unbinding the host driver
-  bool help = false;
-  // vm-vgpu: vgpu-device-manager's config file ("" = the embedded defaults per GPU model) and
-  // the config in it (the role of the nvidia.com/vgpu.config label).
-  std::string vgpuConfigFile;
-  std::string vgpuConfigName = "default";
+// Selection flags; each overrides the config's value when given.
+struct SelectionOverrides {
+  std::optional<std::vector<PciId>> gpuIds;
+  std::optional<std::vector<Bdf>> devices;
+  std::optional<std::string> hostDriver;
+  void applyTo(SelectionOptions& s) const;
 };
-Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args);
-std::string prepareHelp();
+
+// --config: the agent's config file under --root; a missing file is an error only when named.
+struct ConfigFile {
+  std::string path{kConfigPath};
+  bool given = false;
+};
+
+// ---- prepare: the options of a convergence (agent/converge) ----
+Result<CommandLine<ConvergeOptions>> parsePrepareOptions(const std::vector<std::string>& args);
 
 // ---- preflight ----
 enum class ColorChoice { kAuto, kAlways, kNever };
@@ -54,63 +58,40 @@ struct PreflightOptions {
   bool image = false;        // --image: judge --root as an image, not a running host
   SelectionOptions selection;
   ColorChoice color = ColorChoice::kAuto;
-  bool help = false;
 };
-Result<PreflightOptions> parsePreflightOptions(const std::vector<std::string>& args);
-std::string preflightHelp();
+Result<CommandLine<PreflightOptions>> parsePreflightOptions(const std::vector<std::string>& args);
 
-}  // namespace hostprep
-
-// ---- status, agent, persist (issue 5) ----
-namespace hostprep {
-
-// An absolute file path under --root, without "..": "--write: 'x' is not an absolute path".
-Result<std::string> parseHostFilePath(std::string_view option, std::string_view text);
-
-// Selection flags shared by status and persist; each overrides the config's value when given.
-struct SelectionOverrides {
-  std::optional<std::vector<PciId>> gpuIds;
-  std::optional<std::vector<Bdf>> devices;
-  std::optional<std::string> hostDriver;
-  void applyTo(SelectionOptions& s) const;
-};
-
+// ---- status ----
 struct StatusOptions {
   std::optional<std::string> write;       // host path, when --write was given
   std::optional<std::string> pciIdsFile;  // a file on this machine
   std::optional<Mode> mode;
-  std::string configPath{"/etc/hostprep/config.yaml"};
-  bool configGiven = false;
+  ConfigFile config;
   SelectionOverrides selection;
-  bool help = false;
 };
-Result<StatusOptions> parseStatusOptions(const std::vector<std::string>& args);
-std::string statusHelp();
+Result<CommandLine<StatusOptions>> parseStatusOptions(const std::vector<std::string>& args);
 
+// ---- agent ----
 struct AgentOptions {
-  std::string configPath{"/etc/hostprep/config.yaml"};
-  bool configGiven = false;
+  ConfigFile config;
   std::optional<Mode> mode;
   bool reconcile = false;
   bool once = false;
   std::chrono::milliseconds lockTimeout{30'000};
   std::chrono::milliseconds unbindTimeout{30'000};
-  bool help = false;
 };
-Result<AgentOptions> parseAgentOptions(const std::vector<std::string>& args);
-std::string agentHelp();
+Result<CommandLine<AgentOptions>> parseAgentOptions(const std::vector<std::string>& args);
 
+// ---- persist ----
 struct PersistOptions {
   Mode mode = Mode::kContainer;
   bool dryRun = false;
-  std::string configPath{"/etc/hostprep/config.yaml"};
-  bool configGiven = false;
+  ConfigFile config;
   SelectionOverrides selection;
-  bool help = false;
 };
-Result<PersistOptions> parsePersistOptions(const std::vector<std::string>& args);
-std::string persistHelp();
-// check-node: cluster documents in, findings out. "-" names standard input (at most once).
+Result<CommandLine<PersistOptions>> parsePersistOptions(const std::vector<std::string>& args);
+
+// ---- check-node: cluster documents in, findings out. "-" names standard input (at most once).
 struct CheckNodeOptions {
   std::vector<std::string> nodes;  // Node / NodeList documents
   std::optional<std::string> clusterPolicy;
@@ -119,9 +100,7 @@ struct CheckNodeOptions {
   std::vector<std::string> status;
   std::optional<std::string> vgpuConfig;
   bool operands = false;  // print the table of operands per mode and stop
-  bool help = false;
 };
-Result<CheckNodeOptions> parseCheckNodeOptions(const std::vector<std::string>& args);
-std::string checkNodeHelp();
+Result<CommandLine<CheckNodeOptions>> parseCheckNodeOptions(const std::vector<std::string>& args);
 
 }  // namespace hostprep

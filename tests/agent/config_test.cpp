@@ -54,8 +54,14 @@ TEST_CASE("config errors name the file, the key and the fix, with exit 2", "[con
       {"selection:\n  gpu: x\n",
        "config.yaml: selection.gpu: unknown key (known keys: devices, gpu-ids)"},
       {"host-driver: ../evil\n",
-       "config.yaml: host-driver: '../evil' is not a driver name (use letters, digits, '_' and '-' "
-       "only, at most 64 characters)"},
+       "config.yaml: host-driver: '../evil' is not a driver name: contains '/' (a driver or module "
+       "name has letters, digits, '_' and '-' only, at most 64 characters)"},
+      {"vgpu:\n  config-name: -x-\n",
+       "config.yaml: vgpu.config-name: '-x-' is not a config name (use a label value: at most 63 "
+       "letters, digits, '-', '_' and '.', beginning and ending with a letter or digit)"},
+      {"holder-nodes: /dev/nvidia..*\n",
+       "config.yaml: holder-nodes: '/dev/nvidia..*' is not a /dev pattern (write a glob under "
+       "/dev, e.g. /dev/nvidia*)"},
       {"status:\n  path: run/status.json\n",
        "config.yaml: status.path: 'run/status.json' is not an absolute file path (write a path "
        "such as /run/hostprep/status.json, without '..')"},
@@ -123,4 +129,49 @@ TEST_CASE("a missing default config is empty, a missing named one is an error", 
   CHECK(named.error().describe() ==
         "/etc/hostprep/other.yaml: cannot read the config: No such file or directory (pass "
         "--config with a readable file)");
+}
+
+TEST_CASE("the config is read over defaults: each key it names replaces that value", "[config]") {
+  AgentConfig defaults;
+  defaults.selection.devices = {*parseBdf("0000:86:00.0")};
+  defaults.selection.gpuIds = {{0x10de, 0x2236}};
+  defaults.selection.hostDriver = "standin";
+  auto c = parseConfig("host-driver: nvidia\nselection:\n  gpu-ids: []\n", "config.yaml", defaults);
+  REQUIRE(c);
+  CHECK(c->selection.devices == defaults.selection.devices);  // not named: kept
+  CHECK(c->selection.gpuIds.empty());                         // named empty: replaced
+  CHECK(c->selection.hostDriver == "nvidia");
+  Fixture fx;
+  RootHost host(fx.root());
+  auto missing = loadConfig(host, kConfigPath, false, defaults);
+  REQUIRE(missing);
+  CHECK(missing->selection.hostDriver == "standin");
+}
+
+TEST_CASE("the last selection is kept in the config's format and read back", "[config]") {
+  SelectionOptions s;
+  s.gpuIds = {{0x10de, 0x2236}, {0x10de, 0x1aef}};
+  s.devices = {*parseBdf("0000:3b:00.0")};
+  s.hostDriver = "nvidia";
+  CHECK(formatSelection(s) ==
+        "selection:\n  gpu-ids: [\"10de:2236\", \"10de:1aef\"]\n  devices: [\"0000:3b:00.0\"]\n"
+        "host-driver: \"nvidia\"\n");
+  Fixture fx;
+  RootHost host(fx.root());
+  auto none = readLastSelection(host);
+  REQUIRE(none);
+  CHECK_FALSE(*none);
+  REQUIRE(writeLastSelection(host, s));
+  auto back = readLastSelection(host);
+  REQUIRE(back);
+  REQUIRE(*back);
+  CHECK((*back)->gpuIds == s.gpuIds);
+  CHECK((*back)->devices == s.devices);
+  CHECK((*back)->hostDriver == s.hostDriver);
+  // A damaged file is an error that names it (status warns and ignores it).
+  fx.write("run/hostprep/last-selection", "selection:\n  devices: [nope]\n");
+  auto bad = readLastSelection(host);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message ==
+        "/run/hostprep/last-selection: selection.devices[0]: 'nope' is not a PCI address");
 }

@@ -1,5 +1,7 @@
 // The agent on fixture hosts through the library, with the fake kernel and fake event and
 // signal sources (never the binary against a real root).
+#include "agent/daemon.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -11,7 +13,6 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/daemon.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 

@@ -1,12 +1,17 @@
-// status, persist and agent as users run them: read-only or dry runs, on fixture roots.
+// hostprep status as users run it: read-only, on fixture roots.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "agent/converge.hpp"
+#include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 #include "tests/support/run.hpp"
 
+using namespace hostprep;
+using hostprep::test::FakeKernel;
+using hostprep::test::FakeModules;
 using hostprep::test::Fixture;
 using hostprep::test::runHostprep;
 
@@ -57,7 +62,7 @@ TEST_CASE("status --pci-ids names devices from another file", "[cli][status]") {
   CHECK_THAT(r.err, Catch::Contains("--write: '../x' is not an absolute file path"));
 }
 
-TEST_CASE("a bad config makes status and agent exit 2 naming the key", "[cli][config]") {
+TEST_CASE("a bad config makes status exit 2 naming the key", "[cli][config]") {
   Fixture fx("two-a10");
   fx.write("etc/hostprep/config.yaml", "mode: vm-passthrough\nstatus:\n  path: relative.json\n");
   auto before = fx.deviceState();
@@ -67,28 +72,49 @@ TEST_CASE("a bad config makes status and agent exit 2 naming the key", "[cli][co
       r.err,
       Catch::Contains(
           "/etc/hostprep/config.yaml: status.path: 'relative.json' is not an absolute file path"));
-  r = runHostprep({"--root", fx.root().string(), "agent", "--once"});
-  CHECK(r.exitCode == 2);
-  CHECK_THAT(r.err, Catch::Contains("status.path"));
   CHECK(fx.deviceState() == before);
   CHECK_FALSE(std::filesystem::exists(fx.path("run/hostprep")));
 }
 
-TEST_CASE("persist --dry-run shows the files and writes nothing", "[cli][persist]") {
+TEST_CASE("status shows the devices the last prepare moved, unless flags or the config say",
+          "[cli][status]") {
   Fixture fx("two-a10");
-  auto r = runHostprep(
-      {"--root", fx.root().string(), "persist", "--mode", "vm-passthrough", "--dry-run"});
-  REQUIRE(r.exitCode == 0);
-  CHECK_THAT(r.out, Catch::Contains("/etc/modprobe.d/hostprep-vfio.conf: would write\n"));
-  CHECK_THAT(r.out, Catch::Contains("  | options vfio-pci ids=10de:1aef,10de:2236\n"));
-  CHECK_THAT(r.out, Catch::Contains("/etc/modules-load.d/hostprep-vfio.conf: would write\n"));
-  CHECK_FALSE(std::filesystem::exists(fx.path("etc/modprobe.d")));
-  r = runHostprep({"--root", fx.root().string(), "persist", "--mode", "vm-passthrough"});
-  REQUIRE(r.exitCode == 0);
-  CHECK_THAT(r.out, Catch::Contains("run 'update-initramfs -u'"));
-  r = runHostprep({"--root", fx.root().string(), "persist", "--mode", "vm-passthrough"});
-  CHECK_THAT(r.out, Catch::Contains("nothing to do"));
-  r = runHostprep({"--root", fx.root().string(), "persist"});
-  CHECK(r.exitCode == 2);
-  CHECK_THAT(r.err, Catch::Contains("--mode is required"));
+  {  // prepare --mode vm-passthrough --devices 0000:86:00.0, through the fake kernel
+    FakeKernel kernel(fx.root());
+    FakeModules modules(kernel);
+    Kernel k{kernel, modules};
+    ConvergeOptions co;
+    co.mode = Mode::kVmPassthrough;
+    co.selection.devices = {*parseBdf("0000:86:00.0")};
+    co.unbindTimeout = std::chrono::milliseconds(500);
+    REQUIRE(converge(k, co).status);
+  }
+  auto bdfs = [&](std::vector<std::string> more) {
+    std::vector<std::string> args{"--root", fx.root().string(), "--output", "json", "status"};
+    args.insert(args.end(), more.begin(), more.end());
+    auto r = runHostprep(args);
+    INFO(r.err);
+    REQUIRE(r.exitCode == 0);
+    auto j = nlohmann::json::parse(r.out);
+    std::vector<std::string> out;
+    for (const auto& d : j["devices"]) out.push_back(d["bdf"]);
+    return std::pair{out, j["converged"].get<bool>()};
+  };
+  const std::vector<std::string> moved{"0000:86:00.0", "0000:86:00.1"};
+  const std::vector<std::string> other{"0000:3b:00.0", "0000:3b:00.1"};
+  CHECK(bdfs({}) == std::pair{moved, true});
+  // A flag wins over the last prepare.
+  CHECK(bdfs({"--devices", "0000:3b:00.0"}) == std::pair{other, false});
+  // A config that names no selection leaves it; one that does wins.
+  fx.write("etc/hostprep/config.yaml", "host-driver: nvidia\n");
+  CHECK(bdfs({}) == std::pair{moved, true});
+  fx.write("etc/hostprep/config.yaml", "selection:\n  devices: [\"0000:3b:00.0\"]\n");
+  CHECK(bdfs({}) == std::pair{other, false});
+  // A damaged record is ignored with a warning.
+  fx.write("etc/hostprep/config.yaml", "");
+  fx.write("run/hostprep/last-selection", "selection: [\n");
+  auto r = runHostprep({"--root", fx.root().string(), "status"});
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.err, Catch::Contains("/run/hostprep/last-selection: line "));
+  CHECK_THAT(r.out, Catch::Contains("4 device(s)"));
 }

@@ -1,0 +1,125 @@
+// The command line's parsers: typed options, defaults, --help, and usage errors (exit 2).
+#include "agent/options.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace hostprep;
+
+namespace {
+
+template <class T>
+T options(const Result<CommandLine<T>>& r) {
+  REQUIRE(r);
+  REQUIRE(std::holds_alternative<T>(*r));
+  return std::get<T>(*r);
+}
+
+template <class T>
+std::string help(const Result<CommandLine<T>>& r) {
+  REQUIRE(r);
+  REQUIRE(std::holds_alternative<HelpText>(*r));
+  return std::get<HelpText>(*r).text;
+}
+
+}  // namespace
+
+TEST_CASE("prepare's options become one ConvergeOptions", "[options]") {
+  const auto o = options(parsePrepareOptions(
+      {"--mode", "vm-passthrough", "--dry-run", "--devices", "0000:3b:00.0, 86:00.0", "--gpu-ids",
+       "10de:2236", "--lock-timeout", "1.5", "--holder-nodes", "/dev/nvidia0"}));
+  CHECK(o.mode == Mode::kVmPassthrough);
+  CHECK(o.dryRun);
+  CHECK_FALSE(o.force);
+  REQUIRE(o.selection.devices.size() == 2);
+  CHECK(o.selection.devices[1].str() == "0000:86:00.0");
+  CHECK(o.selection.gpuIds == std::vector<PciId>{{0x10de, 0x2236}});
+  CHECK(o.selection.hostDriver == "nvidia");
+  CHECK(o.lockTimeout == std::chrono::milliseconds(1500));
+  CHECK(o.unbindTimeout == std::chrono::milliseconds(30'000));
+  CHECK(o.holderNodes == "/dev/nvidia0");
+  CHECK(o.vgpuConfigName == "default");
+  // Without --holder-nodes the glob follows the host driver (agent/converge: holderGlob).
+  const auto d = options(parsePrepareOptions({"--mode", "container", "--host-driver", "standin"}));
+  CHECK(d.holderNodes.empty());
+  CHECK(holderGlob(d.holderNodes, d.selection.hostDriver) == "/dev/standin*");
+}
+
+TEST_CASE("every command answers --help with its own text", "[options]") {
+  CHECK_THAT(help(parsePrepareOptions({"--help"})),
+             Catch::StartsWith("usage: hostprep prepare --mode M [options]\n"));
+  CHECK_THAT(help(parsePreflightOptions({"-h"})),
+             Catch::EndsWith("Exit codes: 0 no check failed, 1 a check failed, 2 usage error.\n"));
+  CHECK_THAT(help(parseStatusOptions({"--help"})), Catch::Contains("/etc/hostprep/config.yaml)"));
+  CHECK_THAT(help(parseAgentOptions({"--help"})), Catch::Contains("--unbind-timeout arg (=30)"));
+  CHECK_THAT(help(parsePersistOptions({"--help"})),
+             Catch::Contains("take the selection from this config under --root"));
+  CHECK_THAT(help(parseCheckNodeOptions({"--help"})), Catch::Contains("--operands"));
+  // --help wins over a missing --mode.
+  CHECK_THAT(help(parsePersistOptions({"--help"})), Catch::Contains("persist options:"));
+}
+
+TEST_CASE("usage errors name the option and exit 2", "[options]") {
+  struct Case {
+    Result<CommandLine<ConvergeOptions>> r;
+    const char* message;
+  };
+  auto prepare = [](std::vector<std::string> a) { return parsePrepareOptions(a); };
+  const Case cases[] = {
+      {prepare({}), "prepare: --mode is required"},
+      {prepare({"--mode", "container", "--lock-timeout", "0"}),
+       "--lock-timeout: 0.000000 is not a number of seconds between 0 and 86400"},
+      {prepare({"--mode", "container", "--vgpu-config-name", "a10"}),
+       "--vgpu-config and --vgpu-config-name need --mode vm-vgpu"},
+      {prepare({"--mode", "vm-vgpu", "--vgpu-config", ""}), "--vgpu-config: empty path"},
+      {prepare({"--mode", "container", "--no-such"}), "prepare: unrecognised option '--no-such'"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.message);
+    REQUIRE_FALSE(c.r);
+    CHECK(c.r.error().message == c.message);
+    CHECK(c.r.error().exit == Exit::kUsage);
+  }
+  auto p = parsePersistOptions({"--dry-run"});
+  REQUIRE_FALSE(p);
+  CHECK(p.error().message == "persist: --mode is required");
+  auto f = parsePreflightOptions({"--image", "--devices", "nope"});
+  REQUIRE_FALSE(f);
+  CHECK(f.error().message == "--devices: an image has no PCI devices");
+}
+
+TEST_CASE("status, agent and persist: the config file and the selection flags", "[options]") {
+  const auto s = options(parseStatusOptions({"--write", "--host-driver", "standin"}));
+  CHECK(s.write == std::optional<std::string>(""));
+  CHECK(s.config.path == "/etc/hostprep/config.yaml");
+  CHECK_FALSE(s.config.given);
+  CHECK(s.selection.hostDriver == std::optional<std::string>("standin"));
+  CHECK_FALSE(s.selection.gpuIds);
+  SelectionOptions sel;
+  sel.gpuIds = {{0x10de, 0x2236}};
+  s.selection.applyTo(sel);
+  CHECK(sel.hostDriver == "standin");
+  CHECK(sel.gpuIds.size() == 1);  // not named on the command line: kept
+
+  const auto a = options(parseAgentOptions({"--config", "/etc/other.yaml", "--once"}));
+  CHECK(a.config.path == "/etc/other.yaml");
+  CHECK(a.config.given);
+  CHECK(a.once);
+  CHECK_FALSE(a.mode);
+  auto bad = parseAgentOptions({"--config", "etc/other.yaml"});
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message == "--config: 'etc/other.yaml' is not an absolute file path");
+
+  const auto p = options(parsePersistOptions({"--mode", "vm-passthrough", "--gpu-ids", "10de:1"}));
+  CHECK(p.mode == Mode::kVmPassthrough);
+  CHECK(p.selection.gpuIds == std::optional<std::vector<PciId>>({{0x10de, 0x0001}}));
+}
+
+TEST_CASE("check-node: files, standard input at most once", "[options]") {
+  const auto o = options(parseCheckNodeOptions({"nodes.json", "--vms", "a.yaml", "b.yaml"}));
+  CHECK(o.nodes == std::vector<std::string>{"nodes.json"});
+  CHECK(o.vms == std::vector<std::string>{"a.yaml", "b.yaml"});
+  CHECK(options(parseCheckNodeOptions({"--operands"})).operands);
+  auto twice = parseCheckNodeOptions({"-", "--kubevirt", "-"});
+  REQUIRE_FALSE(twice);
+  CHECK(twice.error().message == "check-node: '-' (standard input) is given 2 times");
+}
