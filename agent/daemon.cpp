@@ -6,6 +6,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <ctime>
 
 #include "drivers/text.hpp"
@@ -108,10 +110,14 @@ Status Agent::convergeNow() {
   auto c = converge(k_, co);
   if (!c.status) {
     convergeError_ = c.status.error().describe();
-    spdlog::error("converge to {}: {}", toString(*m), *convergeError_);
+    retryDelay_ = retryDelay_ ? std::min(*retryDelay_ * 2, kRetryMax) : kRetryFirst;
+    retryAt_ = std::chrono::steady_clock::now() + *retryDelay_;
+    spdlog::error("converge to {}: {} (trying again in {} s)", toString(*m), *convergeError_,
+                  std::chrono::duration_cast<std::chrono::seconds>(*retryDelay_).count());
     return c.status;
   }
   convergeError_.reset();
+  retryDelay_.reset();
   if (c.plan && !c.plan->noop()) {
     spdlog::info("converged to {}: {} step(s) in {:.3f} s", toString(*m), c.stepsRun, c.seconds);
   }
@@ -250,15 +256,32 @@ void Agent::reload() {
   notify_("READY=1");
 }
 
+void Agent::retry() {
+  if (!mode()) return;
+  spdlog::info("retrying the convergence to {}", toString(*mode()));
+  failedDrift_.clear();
+  (void)convergeNow();
+  observeAndPublish();
+}
+
 int Agent::run(EventSource& events, SignalSource& signals) {
   using Clock = std::chrono::steady_clock;
   for (;;) {
     pollfd fds[2] = {{events.fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
-    int n = ::poll(fds, 2, -1);
+    int timeout = -1;
+    if (retryDelay_) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(retryAt_ - Clock::now());
+      timeout = static_cast<int>(std::max<int64_t>(left.count(), 0));
+    }
+    int n = ::poll(fds, 2, timeout);
     if (n < 0) {
       if (errno == EINTR) continue;
       spdlog::error("poll: {}", std::strerror(errno));
       return static_cast<int>(Exit::kFailed);
+    }
+    if (n == 0) {  // the retry's time
+      retry();
+      continue;
     }
     // Signals first: SIGTERM leaves every device where it is (a VM may be using it).
     if (fds[1].revents & POLLIN) {

@@ -1,5 +1,6 @@
 // The agent: converge at start, publish the status, then one poll loop over kernel device events
-// and signals. No timers: an idle agent sleeps in poll(-1) and wakes up zero times. A burst of
+// and signals. No timers while the node is converged: an idle agent sleeps in poll(-1) and wakes
+// up zero times; after a failed convergence, one timer for its retry (kRetryFirst). A burst of
 // events is debounced (kDebounceQuiet of quiet, at most kDebounceMax after the first event), so
 // the status is rewritten within 100 ms of the event that changed it.
 #pragma once
@@ -23,6 +24,12 @@ namespace hostprep {
 
 inline constexpr std::chrono::milliseconds kDebounceQuiet{15};
 inline constexpr std::chrono::milliseconds kDebounceMax{50};
+// After a failed convergence (a GPU held open, a busy lock): the agent tries again after
+// kRetryFirst, doubling per failure up to kRetryMax, until one succeeds. A holder closing its
+// file sends no kernel event, so only a timer notices; the process stays up (in a pod, exiting
+// would be a crash loop with the same back-off, and a restart each time).
+inline constexpr std::chrono::milliseconds kRetryFirst{5000};
+inline constexpr std::chrono::milliseconds kRetryMax{300000};
 
 // The PCI functions a burst of events names, when each event is a bind, unbind or change of a
 // PCI function or a vfio group node coming or going with a bind: then the status needs only
@@ -56,6 +63,11 @@ class Agent {
   // One step of the loop each (the loop calls them; tests too).
   void handleEvents(const std::vector<DeviceEvent>& events);
   void reload();
+  // The back-off before the next retry of a failed convergence; nullopt when the last one
+  // succeeded (then the loop has no timer at all).
+  std::optional<std::chrono::milliseconds> retryDelay() const { return retryDelay_; }
+  // The retry: converge again and publish.
+  void retry();
 
   const StatusDocument* status() const { return last_ ? &last_->doc : nullptr; }
   size_t statusWrites() const { return writes_; }
@@ -80,7 +92,9 @@ class Agent {
   // PreflightPassed, computed once per convergence: a rebind changes nothing preflight reads.
   std::optional<std::pair<Mode, std::optional<PreflightOutcome>>> preflightCache_;
   StaticInputs statics_;  // node name, pci.ids, modules.alias: also dropped on convergence
-  std::set<std::string> failedDrift_;  // the drift a reconcile already failed on
+  std::set<std::string> failedDrift_;                    // the drift a reconcile already failed on
+  std::optional<std::chrono::milliseconds> retryDelay_;  // set while the last convergence failed
+  std::chrono::steady_clock::time_point retryAt_{};
   std::atomic<size_t> writes_{0};
   std::atomic<size_t> convergences_{0};
 };

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -203,6 +204,48 @@ TEST_CASE("a refused convergence is reported in the status and the exit code", "
   CHECK_THAT(j["conditions"][1]["message"].get<std::string>(),
              Catch::Contains("last convergence failed: devices are in use: pid 4242 "
                              "(nvidia-persistenced) holds /dev/nvidia0"));
+}
+
+TEST_CASE("a refused convergence is retried with a back-off until the holder lets go", "[agent]") {
+  Rig r("held-device", "mode: vm-passthrough\n");
+  REQUIRE(r.agent.start() == 3);
+  CHECK(r.agent.retryDelay() == kRetryFirst);
+  // Still held: refused again, each time twice as long to wait, up to kRetryMax.
+  r.agent.retry();
+  CHECK(r.agent.convergences() == 2);
+  CHECK(r.agent.retryDelay() == 2 * kRetryFirst);
+  for (int i = 0; i < 10; ++i) r.agent.retry();
+  CHECK(r.agent.retryDelay() == kRetryMax);
+  CHECK(r.statusFile()["converged"] == false);
+  CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("nvidia"));
+  // nvidia-persistenced lets go (no kernel event for that): the next retry converges.
+  std::filesystem::remove(r.fx.path("proc/4242/fd/5"));
+  r.agent.retry();
+  CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("vfio-pci"));
+  CHECK(r.statusFile()["converged"] == true);
+  CHECK_FALSE(r.agent.retryDelay());
+}
+
+TEST_CASE("the loop retries a refused convergence on its own, with no event", "[agent][loop]") {
+  Rig r("held-device", "mode: vm-passthrough\n");
+  REQUIRE(r.agent.start() == 3);
+  std::filesystem::remove(r.fx.path("proc/4242/fd/5"));
+  FakeEvents events;
+  FakeSignals signals;
+  int rc = -1;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread loop([&] { rc = r.agent.run(events, signals); });
+  const auto until = t0 + kRetryFirst + std::chrono::seconds(5);
+  while (r.statusFile()["converged"] != true && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  signals.send(SIGTERM);
+  loop.join();
+  CHECK(rc == 0);
+  CHECK(r.statusFile()["converged"] == true);
+  CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("vfio-pci"));
+  CHECK(r.agent.convergences() == 2);
+  CHECK(waited >= kRetryFirst - std::chrono::milliseconds(100));
 }
 
 TEST_CASE("drift is recorded and logged, --reconcile moves the device back", "[agent]") {

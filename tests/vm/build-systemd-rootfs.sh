@@ -19,8 +19,9 @@ CACHE=${HOSTPREP_VM_CACHE:-$HOME/.cache/hostprep-vm}
 SUITE=${HOSTPREP_VM_SUITE:-bookworm}
 MIRROR=${HOSTPREP_VM_MIRROR:-http://deb.debian.org/debian}
 # Keep in sync with the libraries `ldd build/hostprep` lists (run-systemd-test.sh checks it);
-# procps for /bin/kill (hostprep.service's ExecReload), as on any real node.
-PKGS=(systemd udev kmod dbus procps
+# procps for /bin/kill (hostprep.service's ExecReload), as on any real node; crun, the OCI
+# runtime that runs the DaemonSets' pods from the image (tests/vm/systemd/hostprep-pod).
+PKGS=(systemd udev kmod dbus procps crun
       libkmod2 libudev1 libsystemd0 libboost-program-options1.74.0 libspdlog1.10 libfmt9
       libyaml-cpp0.7)
 # Extra packages (space-separated), for the benchmark only; part of the key and of the name.

@@ -97,6 +97,31 @@ if [ $BENCH = 1 ]; then
     install -D -m 0755 "$HERE/systemd/hostprep-bench-driverctl" "$R/usr/local/libexec/hostprep-bench-driverctl"
     install -m 0644 "$HERE/systemd/hostprep-bench-driverctl.service" "$R/etc/systemd/system/"
 fi
+if [ $BENCH = 0 ]; then
+    # The DaemonSets' pods: the image as `cmake --build BUILD --target image` writes it, its layer
+    # unpacked once into the rootfs every bundle shares (as a runtime's snapshot), and one OCI
+    # bundle per manifest, translated by pod2oci.py from the manifest and the kustomization
+    # (nothing written by hand). hostprep-pod runs them with crun in the guest.
+    cmake --build "$BUILD" --target image >"$WORK/image.log" 2>&1 || { cat "$WORK/image.log" >&2; exit 1; }
+    ARCHIVE=$BUILD/hostprep-image.oci.tar
+    LAYOUT=$WORK/image-layout
+    rm -rf "$LAYOUT"; mkdir -p "$LAYOUT"; tar -C "$LAYOUT" -xf "$ARCHIVE"
+    OCI=$R/var/lib/hostprep-oci
+    mkdir -p "$OCI/rootfs" "$OCI/bundles"
+    manifest=$(jq -r '.manifests[0].digest' "$LAYOUT/index.json")
+    for layer in $(jq -r '.layers[].digest' "$LAYOUT/blobs/sha256/${manifest#sha256:}"); do
+        tar -C "$OCI/rootfs" --numeric-owner -xzf "$LAYOUT/blobs/sha256/${layer#sha256:}"
+    done
+    PY=$(command -v /usr/bin/python3 || command -v python3)
+    K8S=$HERE/../../systemd/kubernetes
+    for m in "$K8S"/hostprep-*.yaml; do
+        "$PY" "$HERE/pod2oci.py" --manifest "$m" --kustomization "$K8S/kustomization.yaml" \
+            --image-layout "$LAYOUT" --rootfs /var/lib/hostprep-oci/rootfs \
+            --out "$OCI/bundles/$(basename "$m" .yaml)" >&2
+    done
+    install -D -m 0755 "$HERE/systemd/hostprep-pod" "$R/usr/local/libexec/hostprep-pod"
+    install -D -m 0644 "$HERE/systemd/hostprep-podtest" "$R/usr/local/libexec/hostprep-podtest"
+fi
 echo hpvm > "$R/etc/hostname"
 echo 5f0e1c2a9b8d4e7f8a6b3c2d1e0f9a8b > "$R/etc/machine-id"   # not a first boot
 echo '/dev/vda / ext4 rw 0 0' > "$R/etc/fstab"
