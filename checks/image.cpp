@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "checks/preflight_cmdline.hpp"
+#include "checks/preflight_modules.hpp"
+#include "checks/preflight_persistence.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {
