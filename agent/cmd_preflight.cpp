@@ -119,6 +119,7 @@ int cmdPreflight(Context& ctx, const std::vector<std::string>& args) {
   }
   PreflightRequest req{preflightMode(opt->mode, configuredPreflightMode(ctx)), opt->selection};
   RootHost host(ctx.global.root);
+  req.cc = configuredCcMode(host);
   const auto modules = preflightModules(req.selection.hostDriver);
 
   PreflightReport report;

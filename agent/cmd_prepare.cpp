@@ -10,6 +10,7 @@
 #include "agent/converge.hpp"
 #include "agent/options.hpp"
 #include "drivers/executor.hpp"
+#include "drivers/platform.hpp"
 #include "drivers/selection.hpp"
 #include "drivers/snapshot.hpp"
 #include "drivers/text.hpp"
@@ -143,6 +144,11 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
   co.dryRun = opt->dryRun;
   co.force = opt->force;
   co.selection = opt->selection;
+  // NVSwitches: --nvswitch; auto follows Fabric Manager's FABRIC_MODE (a value that is no mode
+  // leaves them, as preflight's gpu.fabric reports).
+  const auto fabric = readFabricManager(host).mode();
+  co.selection.withNvSwitches = fabric ? nvSwitchesWithGpus(opt->nvSwitch, *fabric)
+                                       : opt->nvSwitch == NvSwitchPolicy::kWithGpus;
   co.lockTimeout = opt->lockTimeout;
   co.unbindTimeout = opt->unbindTimeout;
   co.holderNodes = opt->holderNodes;

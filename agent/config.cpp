@@ -84,9 +84,9 @@ Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r) {
   if (!root || root.IsNull()) return c;
   if (!root.IsMap())
     return r.bad("(top level)", "must be a mapping of keys", "see systemd/config.yaml");
-  if (auto e = r.keys(
-          root, "",
-          {"mode", "selection", "host-driver", "holder-nodes", "vgpu", "status", "reconcile"})) {
+  if (auto e = r.keys(root, "",
+                      {"mode", "selection", "host-driver", "holder-nodes", "vgpu", "status",
+                       "reconcile", "cc-mode"})) {
     return *e;
   }
   if (auto n = root["mode"]) {
@@ -184,6 +184,16 @@ Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r) {
       }
     }
   }
+  if (auto n = root["cc-mode"]) {
+    auto s = r.scalar(n, "cc-mode");
+    if (!s) return s.error();
+    auto m = parseCcMode(*s);
+    if (!m) {
+      return r.bad("cc-mode", "'" + *s + "' is not a CC mode",
+                   "choose one of " + std::string(kCcModeChoices));
+    }
+    c.ccMode = *m;
+  }
   if (auto n = root["reconcile"]) {
     auto b = r.boolean(n, "reconcile");
     if (!b) return b.error();
@@ -243,6 +253,11 @@ Result<AgentConfig> loadConfig(const Host& host, std::string_view path, bool req
 std::optional<Mode> configuredMode(const Host& host, std::string_view path) {
   auto c = loadConfig(host, path, false);
   return c ? c->mode : std::nullopt;
+}
+
+CcMode configuredCcMode(const Host& host, std::string_view path) {
+  auto c = loadConfig(host, path, false);
+  return c ? c->ccMode : CcMode::kOff;
 }
 
 }  // namespace hostprep

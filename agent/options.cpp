@@ -145,6 +145,8 @@ po::options_description prepareDescription() {
       "lock-timeout", po::value<double>()->default_value(30), "seconds to wait for another run")(
       "unbind-timeout", po::value<double>()->default_value(30),
       "seconds a driver may take to let go of a device")(
+      "nvswitch", po::value<std::string>()->default_value("auto"),
+      "NVSwitches: auto (follow Fabric Manager's FABRIC_MODE) | with-gpus | leave")(
       "vgpu-config", po::value<std::string>(),
       "vm-vgpu: vgpu-device-manager config FILE (default: embedded defaults per GPU model)")(
       "vgpu-config-name", po::value<std::string>()->default_value("default"),
@@ -208,6 +210,13 @@ Result<PrepareOptions> parsePrepareOptions(const std::vector<std::string>& args)
   } else {
     o.holderNodes = "/dev/" + o.selection.hostDriver + "*";
   }
+  const auto nvs = (*vm)["nvswitch"].as<std::string>();
+  auto policy = parseNvSwitchPolicy(nvs);
+  if (!policy) {
+    return usageError("--nvswitch: '" + quoteUntrusted(nvs) + "' is not a choice",
+                      "choose one of " + std::string(kNvSwitchChoices));
+  }
+  o.nvSwitch = *policy;
   auto lt = seconds(*vm, "lock-timeout");
   if (!lt) return lt.error();
   o.lockTimeout = *lt;

@@ -37,6 +37,7 @@ struct PrepareOptions {
   std::chrono::milliseconds lockTimeout{30'000};
   std::chrono::milliseconds unbindTimeout{30'000};
   std::string holderNodes;  // glob of device nodes whose holders block unbinding the host driver
+  NvSwitchPolicy nvSwitch = NvSwitchPolicy::kAuto;  // --nvswitch
   bool help = false;
   // vm-vgpu: vgpu-device-manager's config file ("" = the embedded defaults per GPU model) and
   // the config in it (the role of the nvidia.com/vgpu.config label).

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "checks/preflight_cc.hpp"
 #include "checks/preflight_cmdline.hpp"
 #include "checks/preflight_cpu.hpp"
+#include "checks/preflight_fabric.hpp"
 #include "checks/preflight_gpus.hpp"
 #include "checks/preflight_iommu.hpp"
 #include "checks/preflight_modules.hpp"
@@ -30,12 +32,16 @@ constexpr CheckInfo kChecks[] = {
     {"iommu.interrupt-remapping", "Interrupt remapping"},
     {"modules.vfio", "VFIO modules"},
     {"modules.vgpu", "vGPU manager modules"},
+    {"modules.vgpu-firmware", "vGPU manager GSP firmware"},
     {"modules.host-driver", "Host driver module"},
     {"modules.nouveau", "nouveau"},
     {"gpu.present", "GPUs present"},
     {"iommu.groups", "IOMMU group isolation"},
     {"gpu.sriov", "SR-IOV for vGPU"},
     {"gpu.boot-vga", "Boot VGA framebuffer"},
+    {"gpu.bars", "Large BARs (64-bit MMIO)"},
+    {"gpu.fabric", "NVSwitches and Fabric Manager"},
+    {"gpu.cc", "Confidential computing"},
     {"boot.persistence", "Mode survives a reboot"},
     {"kernel.lockdown", "Lockdown / Secure Boot"},
 };
@@ -146,12 +152,16 @@ Result<PreflightReport> preflightHost(const HostFacts& f, const PreflightRequest
   c.push_back(checkInterruptRemapping(p, running, f.boot, mode));
   c.push_back(checkVfioModules(p.modules, p.kernelRelease, mode));
   c.push_back(checkVgpuModules(p.modules, mode));
+  c.push_back(checkVgpuFirmware(p, mode));
   c.push_back(checkHostDriver(p.modules, req.selection.hostDriver, mode));
   c.push_back(checkNouveauLoaded(p, s, f.boot));
   c.push_back(checkGpusPresent(s, f.snapshotError, selp, req.selection));
   c.push_back(checkGroups(s, selp, mode));
   c.push_back(checkSriov(s, selp, mode));
   c.push_back(checkBootVga(p, s, selp, f.boot, mode));
+  c.push_back(checkLargeBars(s, selp, mode));
+  c.push_back(checkFabric(p, s, mode));
+  c.push_back(checkConfidentialComputing(p, s, selp, mode, req.cc));
 
   std::vector<PciId> targets;
   if (s && selp) {

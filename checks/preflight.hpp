@@ -7,17 +7,20 @@
 //   checks/preflight_cpu.*          cpu.virtualization  cpu.kvm
 //   checks/preflight_iommu.*        iommu.firmware  iommu.kernel  cmdline.iommu  cmdline.iommu-pt
 //                                   iommu.interrupt-remapping
-//   checks/preflight_modules.*      modules.vfio  modules.vgpu  modules.host-driver
-//                                   modules.nouveau  kernel.lockdown
-//   checks/preflight_gpus.*         gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga
+//   checks/preflight_modules.*      modules.vfio  modules.vgpu  modules.vgpu-firmware
+//                                   modules.host-driver  modules.nouveau  kernel.lockdown
+//   checks/preflight_gpus.*         gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga  gpu.bars
+//   checks/preflight_fabric.*       gpu.fabric (NVSwitches and Fabric Manager)
+//   checks/preflight_cc.*           gpu.cc (confidential computing)
 //   checks/preflight_persistence.*  boot.persistence
 //   checks/preflight_cmdline.*      kernel arguments and their remedies (shared with image mode)
 //   checks/image.*                  the same checks on an image root, plus image.kernels
 //
 // Check ids are stable (scripts and the JSON schema checks/preflight.schema.json rely on them):
 //   cpu.virtualization  cpu.kvm  iommu.firmware  iommu.kernel  cmdline.iommu  cmdline.iommu-pt
-//   iommu.interrupt-remapping  modules.vfio  modules.vgpu  modules.host-driver  modules.nouveau
-//   gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga  boot.persistence  kernel.lockdown
+//   iommu.interrupt-remapping  modules.vfio  modules.vgpu  modules.vgpu-firmware
+//   modules.host-driver  modules.nouveau  gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga
+//   gpu.bars  gpu.fabric  gpu.cc  boot.persistence  kernel.lockdown
 //   image.kernels (image mode only)
 #pragma once
 
@@ -64,6 +67,7 @@ struct PreflightReport {
 struct PreflightRequest {
   Mode mode = Mode::kVmPassthrough;
   SelectionOptions selection;
+  CcMode cc = CcMode::kOff;  // confidential computing asked for (config key cc-mode)
 };
 
 // The mode preflight checks: the --mode flag, else the configured mode (etc/hostprep/config.yaml,

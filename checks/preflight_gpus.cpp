@@ -1,5 +1,8 @@
 #include "checks/preflight_gpus.hpp"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "checks/preflight_cmdline.hpp"
 #include "drivers/text.hpp"
 
@@ -23,6 +26,21 @@ std::string noGpuDetail(const Snapshot& s, const SelectionOptions& opt) {
 // SR-IOV VFs; Turing and older use mdev on the PF.
 bool expectsSriov(const PciFunction& f) {
   return f.id.vendor == kNvidiaVendor && f.id.device >= 0x2000;
+}
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+// "128 GiB", "32 MiB": BAR sizes are powers of two.
+std::string sizeText(uint64_t bytes) {
+  if (bytes >= kGiB && bytes % kGiB == 0) return std::to_string(bytes / kGiB) + " GiB";
+  if (bytes >= kGiB) return std::to_string((bytes + kGiB - 1) / kGiB) + " GiB";
+  return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB";
+}
+
+uint64_t roundUpPowerOfTwo(uint64_t v) {
+  uint64_t p = 1;
+  while (p < v && p < (uint64_t{1} << 62)) p <<= 1;
+  return p;
 }
 
 }  // namespace
@@ -156,6 +174,65 @@ CheckResult checkBootVga(const PlatformFacts& p, const Snapshot* s, const Select
                    "a firmware framebuffer holds the boot VGA GPU " + join(held, ", ") +
                        ": vfio-pci cannot reserve its BAR (\"BAR 0: can't reserve\")",
                    remedy);
+}
+
+CheckResult checkLargeBars(const Snapshot* s, const Selection* sel, Mode mode) {
+  const char* id = "gpu.bars";
+  if (mode != Mode::kVmPassthrough) return skipForMode(id, mode);
+  if (!s || !sel || sel->gpus().empty())
+    return makeCheck(id, CheckStatus::kSkip, "no GPU selected (see gpu.present)");
+  // QEMU's q35 pci-hole64-size and OVMF's 64-bit MMIO aperture both default to 32 GiB.
+  constexpr uint64_t kDefaultHole = 32 * kGiB;
+  std::vector<std::string> large;
+  uint64_t total = 0, largest = 0;
+  size_t known = 0;
+  for (const auto& b : sel->gpus()) {
+    const auto* f = s->find(b);
+    if (!f || f->bars.empty() || isNvSwitch(*f)) continue;
+    ++known;
+    uint64_t sum = 0;
+    std::vector<std::string> big;
+    for (const auto& bar : f->bars) {
+      sum += bar.size;
+      if (bar.size > 4 * kGiB)
+        big.push_back("BAR" + std::to_string(bar.index) + " " + sizeText(bar.size));
+    }
+    total += sum;
+    largest = std::max(largest, sum);
+    if (!big.empty() || sum > 4 * kGiB)
+      large.push_back(b.str() + ": " + (big.empty() ? "" : join(big, ", ") + ", ") + sizeText(sum) +
+                      " in all");
+  }
+  if (known == 0) {
+    return makeCheck(id, CheckStatus::kSkip,
+                     "the selected GPUs have no readable resource file in sysfs");
+  }
+  if (large.empty())
+    return makeCheck(id, CheckStatus::kPass, "every selected GPU's BARs fit below 4 GiB");
+  const std::string detail = join(large, "; ") +
+                             ": the VM must map them as 64-bit MMIO above "
+                             "4 GiB";
+  if (largest <= kDefaultHole) {
+    return makeCheck(id, CheckStatus::kInfo,
+                     detail +
+                         " (within the 32 GiB 64-bit PCI window QEMU and OVMF give by "
+                         "default, one GPU per VM; all " +
+                         sizeText(total) + " in one VM)");
+  }
+  const uint64_t hole = roundUpPowerOfTwo(largest) / kGiB;
+  const uint64_t holeAll = roundUpPowerOfTwo(total) / kGiB;
+  return makeCheck(
+      id, CheckStatus::kWarn,
+      detail +
+          ": more than the 32 GiB 64-bit PCI window QEMU and OVMF give by default; the guest "
+          "driver then reports \"BAR0 is 0M @ 0x0\" (kubevirt/kubevirt issue 11093)",
+      "give the VM a 64-bit PCI window of at least " + std::to_string(hole) + " GiB per GPU (" +
+          std::to_string(holeAll) + " GiB for all " + std::to_string(known) +
+          " in one VM): QEMU -global q35-pcihost.pci-hole64-size=" + std::to_string(hole) +
+          "G and, with OVMF, -fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=" +
+          std::to_string(hole * 1024) +
+          "; in KubeVirt through the VM's libvirt domain (a sidecar hook) until it exposes the "
+          "size");
 }
 
 }  // namespace hostprep

@@ -45,6 +45,46 @@ CheckResult checkVgpuModules(const std::map<std::string, ModuleFacts>& mods, Mod
                    "for this kernel, or deploy the GPU Operator with vgpuManager.enabled=true");
 }
 
+CheckResult checkVgpuFirmware(const PlatformFacts& p, Mode mode) {
+  const char* id = "modules.vgpu-firmware";
+  if (mode != Mode::kVmVgpu) return skipForMode(id, mode);
+  const std::string reinstall =
+      "reinstall the NVIDIA vGPU manager (NVIDIA-Linux-x86_64-<version>-vgpu-kvm.run installs "
+      "/lib/firmware/nvidia/<version>/gsp_*.bin), and rebuild the initramfs if nvidia loads from "
+      "it (update-initramfs -u or dracut -f)";
+  auto withGsp = [&](const std::string& v) {
+    auto it = p.gspFirmware.find(v);
+    return it != p.gspFirmware.end() && !it->second.empty() ? &it->second : nullptr;
+  };
+  if (p.nvidiaVersion) {
+    const std::string& v = *p.nvidiaVersion;
+    if (const auto* files = withGsp(v)) {
+      return makeCheck(
+          id, CheckStatus::kPass,
+          "nvidia " + v + ": /lib/firmware/nvidia/" + v + "/ has " + join(*files, ", "));
+    }
+    return makeCheck(id, CheckStatus::kFail,
+                     "nvidia " + v + " is loaded, but /lib/firmware/nvidia/" + v +
+                         "/ has no gsp_*.bin: GPUs that need GSP firmware (Ampere and newer) "
+                         "fail to initialize",
+                     std::string(reinstall));
+  }
+  std::vector<std::string> versions;
+  for (const auto& [v, files] : p.gspFirmware) {
+    if (!files.empty()) versions.push_back(v);
+  }
+  if (versions.empty()) {
+    return makeCheck(id, CheckStatus::kWarn,
+                     "nvidia is not loaded and /lib/firmware/nvidia has no gsp_*.bin for any "
+                     "version (fine only if the GPU Operator's vgpu-manager container provides "
+                     "the driver)",
+                     reinstall);
+  }
+  return makeCheck(id, CheckStatus::kInfo,
+                   "nvidia is not loaded; GSP firmware installed for " + join(versions, ", ") +
+                       ": it must match the vGPU manager's version");
+}
+
 CheckResult checkHostDriver(const std::map<std::string, ModuleFacts>& mods,
                             const std::string& driver, Mode mode) {
   const char* id = "modules.host-driver";

@@ -15,6 +15,9 @@ CheckResult checkVfioModules(const std::map<std::string, ModuleFacts>& mods,
 CheckResult checkVgpuModules(const std::map<std::string, ModuleFacts>& mods, Mode mode);
 CheckResult checkHostDriver(const std::map<std::string, ModuleFacts>& mods,
                             const std::string& driver, Mode mode);
+// modules.vgpu-firmware: vm-vgpu; the GSP firmware of the vGPU manager's version is installed
+// (lib/firmware/nvidia/<version>/gsp_*.bin; the version from the loaded nvidia module).
+CheckResult checkVgpuFirmware(const PlatformFacts& p, Mode mode);
 // modules.nouveau: loaded, or built in and driving a device (the snapshot shows it).
 CheckResult checkNouveauLoaded(const PlatformFacts& p, const Snapshot* s, const BootConfig& boot);
 // kernel.lockdown: lockdown, Secure Boot or forced signatures refuse an unsigned NVIDIA module.

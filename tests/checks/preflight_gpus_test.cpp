@@ -99,3 +99,42 @@ TEST_CASE("a boot VGA GPU held by efifb warns with the sysfb remedy", "[prefligh
   CHECK_THAT(b.remedy,
              Catch::StartsWith("add \"initcall_blacklist=sysfb_init\" to GRUB_CMDLINE_LINUX"));
 }
+
+TEST_CASE("gpu.bars: 128 GiB BARs need a 64-bit PCI window larger than the default",
+          "[preflight]") {
+  Fixture fx("hgx-h100");
+  const auto b = check(preflightOn(fx, Mode::kVmPassthrough), "gpu.bars");
+  CHECK(b.status == CheckStatus::kWarn);
+  CHECK_THAT(b.detail,
+             Catch::StartsWith("0000:18:00.0: BAR2 128 GiB, 129 GiB in all; 0000:2a:00.0: BAR2 "
+                               "128 GiB, 129 GiB in all;"));
+  CHECK_THAT(b.detail, Catch::Contains("(kubevirt/kubevirt issue 11093)"));
+  CHECK_THAT(b.remedy, Catch::StartsWith("give the VM a 64-bit PCI window of at least 256 GiB per "
+                                         "GPU (2048 GiB for all 8 in one VM): QEMU -global "
+                                         "q35-pcihost.pci-hole64-size=256G"));
+  CHECK(check(preflightOn(fx, Mode::kVmVgpu), "gpu.bars").status == CheckStatus::kSkip);
+
+  SECTION("a 24 GiB card fits the default window: a fact, not a warning") {
+    SelectionOptions one;
+    one.devices = {*parseBdf("0000:18:00.0")};
+    fx.write("sys/devices/pci0000:18/0000:18:00.0/resource",
+             "0x000000009c000000 0x000000009cffffff 0x0000000000040200\n"
+             "0x0000220000000000 0x00002205ffffffff 0x000000000014220c\n");
+    const auto i = check(preflightOn(fx, Mode::kVmPassthrough, one), "gpu.bars");
+    CHECK(i.status == CheckStatus::kInfo);
+    CHECK(i.detail ==
+          "0000:18:00.0: BAR1 24 GiB, 25 GiB in all: the VM must map them as 64-bit MMIO above 4 "
+          "GiB (within the 32 GiB 64-bit PCI window QEMU and OVMF give by default, one GPU per VM; "
+          "all 25 GiB in one VM)");
+  }
+  SECTION("small BARs pass; no resource file is not a guess") {
+    Fixture a10("preflight-intel");
+    CHECK(check(preflightOn(a10, Mode::kVmPassthrough), "gpu.bars").detail ==
+          "the selected GPUs have no readable resource file in sysfs");
+    a10.write("sys/devices/pci0000:3b/0000:3b:00.0/resource",
+              "0x00000000c4000000 0x00000000c4ffffff 0x0000000000040200\n"
+              "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
+              "0x000000b000000000 0x000000b00fffffff 0x000000000014220c\n");
+    CHECK(check(preflightOn(a10, Mode::kVmPassthrough), "gpu.bars").status == CheckStatus::kPass);
+  }
+}

@@ -49,3 +49,36 @@ TEST_CASE("lockdown warns for vm-vgpu when the vGPU manager is not loaded", "[pr
   CHECK(check(preflightOn(fx, Mode::kVmPassthrough), "kernel.lockdown").status ==
         CheckStatus::kSkip);
 }
+
+TEST_CASE("modules.vgpu-firmware: the vGPU manager's GSP firmware is installed", "[preflight]") {
+  Fixture fx("preflight-vgpu");
+  CHECK(check(preflightOn(fx, Mode::kVmPassthrough), "modules.vgpu-firmware").status ==
+        CheckStatus::kSkip);
+  const auto none = check(preflightOn(fx, Mode::kVmVgpu), "modules.vgpu-firmware");
+  CHECK(none.status == CheckStatus::kWarn);
+  CHECK_THAT(none.remedy, Catch::StartsWith("reinstall the NVIDIA vGPU manager"));
+
+  fx.write("sys/module/nvidia/version", "550.90.05\n");
+  fx.write("lib/firmware/nvidia/535.54.03/gsp_ga10x.bin", "x");
+  const auto missing = check(preflightOn(fx, Mode::kVmVgpu), "modules.vgpu-firmware");
+  CHECK(missing.status == CheckStatus::kFail);
+  CHECK(missing.detail ==
+        "nvidia 550.90.05 is loaded, but /lib/firmware/nvidia/550.90.05/ has no gsp_*.bin: GPUs "
+        "that need GSP firmware (Ampere and newer) fail to initialize");
+
+  fx.write("lib/firmware/nvidia/550.90.05/gsp_ga10x.bin", "x");
+  fx.write("lib/firmware/nvidia/550.90.05/gsp_tu10x.bin", "x");
+  const auto ok = check(preflightOn(fx, Mode::kVmVgpu), "modules.vgpu-firmware");
+  CHECK(ok.status == CheckStatus::kPass);
+  CHECK(ok.detail ==
+        "nvidia 550.90.05: /lib/firmware/nvidia/550.90.05/ has gsp_ga10x.bin, gsp_tu10x.bin");
+
+  SECTION("not loaded: the installed versions, as a fact") {
+    std::filesystem::remove(fx.path("sys/module/nvidia/version"));
+    const auto info = check(preflightOn(fx, Mode::kVmVgpu), "modules.vgpu-firmware");
+    CHECK(info.status == CheckStatus::kInfo);
+    CHECK(info.detail ==
+          "nvidia is not loaded; GSP firmware installed for 535.54.03, 550.90.05: it must match "
+          "the vGPU manager's version");
+  }
+}
