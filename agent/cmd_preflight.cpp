@@ -110,6 +110,7 @@ int cmdPreflight(Context& ctx, const std::vector<std::string>& args) {
   if (auto rc = exitEarly(ctx, parsePreflightOptions(args), opt)) return *rc;
   PreflightRequest req{preflightMode(opt.mode, configuredPreflightMode(ctx)), opt.selection};
   RootHost host(ctx.global.root);
+  req.cc = configuredCcMode(host);
   const auto modules = preflightModules(req.selection.hostDriver);
 
   PreflightReport report;

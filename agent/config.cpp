@@ -105,10 +105,10 @@ Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r, AgentConf
   if (!root || root.IsNull()) return c;
   if (!root.IsMap())
     return r.bad("(top level)", "must be a mapping of keys", "see systemd/config.yaml");
-  if (auto e = r.mapping(
-          root, "",
-          {"mode", "selection", "host-driver", "holder-nodes", "vgpu", "status", "reconcile"},
-          "")) {
+  if (auto e = r.mapping(root, "",
+                         {"mode", "selection", "host-driver", "holder-nodes", "vgpu", "status",
+                          "reconcile", "cc-mode"},
+                         "")) {
     return *e;
   }
   if (auto e = r.value(root, "mode", c.mode, parseModeValue)) return *e;
@@ -140,6 +140,7 @@ Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r, AgentConf
       return *e;
     if (auto e = r.value(st, "status.prometheus", c.prometheusPath, parseHostFilePath)) return *e;
   }
+  if (auto e = r.value(root, "cc-mode", c.ccMode, parseCcModeValue)) return *e;
   if (auto n = root["reconcile"]) {
     auto b = r.boolean(n, "reconcile");
     if (!b) return b.error();
@@ -223,6 +224,11 @@ Status writeLastSelection(Host& host, const SelectionOptions& s) {
     if (auto st = host.makeDirs(kStateDir, 0755); !st) return st;
   }
   return host.writeFileAtomic(kLastSelectionPath, formatSelection(s), 0644);
+}
+
+CcMode configuredCcMode(const Host& host, std::string_view path) {
+  auto c = loadConfig(host, path, false);
+  return c ? c->ccMode : CcMode::kOff;
 }
 
 }  // namespace hostprep

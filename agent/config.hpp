@@ -14,6 +14,7 @@
 //     nfd-features: /etc/kubernetes/node-feature-discovery/features.d/hostprep
 //     prometheus: /var/lib/prometheus/node-exporter/hostprep.prom
 //   reconcile: false
+//   cc-mode: off                    # off | on | devtools | ppcie (confidential computing)
 //
 // Every key is optional; an unknown key is an error (a typo must not be ignored silently). Paths
 // are host paths (absolute, under --root). Errors name the file and the key and exit 2.
@@ -29,6 +30,7 @@
 #include "drivers/error.hpp"
 #include "drivers/host.hpp"
 #include "drivers/mode.hpp"
+#include "drivers/platform.hpp"
 #include "drivers/selection.hpp"
 
 namespace hostprep {
@@ -43,6 +45,7 @@ struct AgentConfig {
   std::string nfdFeaturesPath;  // empty: not written
   std::string prometheusPath;   // empty: not written
   bool reconcile = false;
+  CcMode ccMode = CcMode::kOff;  // confidential computing asked for (preflight's gpu.cc)
 
   // The holder-nodes glob in effect.
   std::string holderGlob() const { return hostprep::holderGlob(holderNodes, selection.hostDriver); }
@@ -66,6 +69,8 @@ std::optional<std::string> configPermissionProblem(uid_t owner, mode_t mode, boo
 // The mode the config names, for preflight and status: nullopt when there is no config, it
 // names no mode, or it does not parse.
 std::optional<Mode> configuredMode(const Host& host, std::string_view path = kConfigPath);
+// The cc-mode the config names; off likewise.
+CcMode configuredCcMode(const Host& host, std::string_view path = kConfigPath);
 
 // The selection of the last run that converged (prepare, or the agent), kept beside the last mode
 // in run/hostprep/last-selection, in this file's format (selection.gpu-ids, selection.devices,

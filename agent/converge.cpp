@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "agent/config.hpp"
+#include "drivers/platform.hpp"
 #include "drivers/status.hpp"
 #include "drivers/text.hpp"
 
@@ -112,7 +113,13 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   clock.lap("read the host");
 
   // 4. Select the GPUs and their companions; refuse unsafe groups.
-  auto sel = selectDevices(*snap, opt.selection);
+  SelectionOptions selection = opt.selection;
+  if (const auto fabric = readFabricManager(host).mode()) {
+    selection.withNvSwitches = nvSwitchesWithGpus(opt.nvSwitch, *fabric);
+  } else {  // a FABRIC_MODE that is no mode: preflight's gpu.fabric reports it; leave them
+    selection.withNvSwitches = opt.nvSwitch == NvSwitchPolicy::kWithGpus;
+  }
+  auto sel = selectDevices(*snap, selection);
   if (!sel) return failed(sel.error());
   if (sel->targets.empty()) {
     std::string what = opt.selection.gpuIds.empty() ? "NVIDIA GPU (vendor 10de, class 0300/0302)"

@@ -29,6 +29,9 @@ struct ConvergeOptions {
   // A glob of device nodes whose holders block unbinding the host driver; empty:
   // /dev/<host-driver>* (holderGlob).
   std::string holderNodes;
+  // NVSwitches (HGX): auto follows Fabric Manager's FABRIC_MODE (0, full passthrough: with the
+  // GPUs; 1 and 2: left on the host), resolved against the host when the run starts.
+  NvSwitchPolicy nvSwitch = NvSwitchPolicy::kAuto;
   // vm-vgpu: a vgpu-device-manager config file (on this machine) and the config in it; no file
   // means the embedded defaults (the half-card profile x2 per GPU).
   std::string vgpuConfigFile;

@@ -32,6 +32,16 @@ Result<Mode> parseModeValue(std::string_view where, std::string_view text) {
   return isNot(where, text, "a mode", "choose one of " + std::string(kModeChoices));
 }
 
+Result<CcMode> parseCcModeValue(std::string_view where, std::string_view text) {
+  if (auto m = parseCcMode(text)) return *m;
+  return isNot(where, text, "a CC mode", "choose one of " + std::string(kCcModeChoices));
+}
+
+Result<NvSwitchPolicy> parseNvSwitchValue(std::string_view where, std::string_view text) {
+  if (auto p = parseNvSwitchPolicy(text)) return *p;
+  return isNot(where, text, "an NVSwitch policy", "choose one of " + std::string(kNvSwitchChoices));
+}
+
 Result<PciId> parsePciIdValue(std::string_view where, std::string_view text) {
   if (auto id = parsePciId(text)) return *id;
   return isNot(where, text, "a vendor:device id", "write VVVV:DDDD in hex, e.g. 10de:2236");

@@ -11,6 +11,8 @@
 #include "drivers/error.hpp"
 #include "drivers/mode.hpp"
 #include "drivers/pci.hpp"
+#include "drivers/platform.hpp"
+#include "drivers/selection.hpp"
 
 namespace hostprep {
 
@@ -21,6 +23,10 @@ inline constexpr std::string_view kConfigPath = "/etc/hostprep/config.yaml";
 inline constexpr std::string_view kDefaultVgpuConfigName = "default";
 
 Result<Mode> parseModeValue(std::string_view where, std::string_view text);
+// Confidential computing as the nvidia.com/cc.mode label names it: off, on, devtools, ppcie.
+Result<CcMode> parseCcModeValue(std::string_view where, std::string_view text);
+// What prepare does with NVSwitches: auto (follow Fabric Manager's FABRIC_MODE), with-gpus, leave.
+Result<NvSwitchPolicy> parseNvSwitchValue(std::string_view where, std::string_view text);
 Result<PciId> parsePciIdValue(std::string_view where, std::string_view text);  // 10de:2236
 Result<Bdf> parseBdfValue(std::string_view where, std::string_view text);      // 0000:3b:00.0
 // A driver or module name (checkDriverName): [A-Za-z0-9_-], 1..64 bytes.

@@ -51,6 +51,8 @@ const std::vector<Option>& optionTable() {
       {"once", Arg::kNone, "converge, write the status and exit (the boot oneshot)"},
       {"lock-timeout", Arg::kSeconds, "seconds to wait for another run", "30"},
       {"unbind-timeout", Arg::kSeconds, "seconds a driver may take to let go of a device", "30"},
+      {"nvswitch", Arg::kText,
+       "NVSwitches: auto (follow Fabric Manager's FABRIC_MODE) | with-gpus | leave", "auto"},
       {"vgpu-config", Arg::kText,
        "vm-vgpu: vgpu-device-manager config FILE (default: embedded defaults per GPU model)"},
       {"vgpu-config-name", Arg::kText,
@@ -314,6 +316,7 @@ step, and rolls back on failure.
        {"holder-nodes"},
        {"lock-timeout"},
        {"unbind-timeout"},
+       {"nvswitch"},
        {"vgpu-config"},
        {"vgpu-config-name"}}};
 }
@@ -330,6 +333,9 @@ Result<ConvergeOptions> readPrepare(const po::variables_map& vm) {
     o.holderNodes = *h;
   }
   if (auto s = readTimeouts(vm, o.lockTimeout, o.unbindTimeout); !s) return s.error();
+  auto nvSwitch = parseNvSwitchValue("--nvswitch", *text(vm, "nvswitch"));
+  if (!nvSwitch) return nvSwitch.error();
+  o.nvSwitch = *nvSwitch;
   if (auto t = text(vm, "vgpu-config")) {
     if (t->empty()) return usageError("--vgpu-config: empty path", "name a YAML file");
     o.vgpuConfigFile = *t;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "checks/preflight_cmdline.hpp"
+#include "checks/preflight_modules.hpp"
+#include "checks/preflight_persistence.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {
@@ -278,6 +281,7 @@ PreflightReport preflightImage(const ImageFacts& f, const PreflightRequest& req)
   }));
   c.push_back(perKernel("modules.vgpu", ks,
                         [&](const ImageKernel& k) { return checkVgpuModules(k.modules, mode); }));
+  c.push_back(hardwareSkip("modules.vgpu-firmware", mode, mode == Mode::kVmVgpu));
   c.push_back(perKernel("modules.host-driver", ks, [&](const ImageKernel& k) {
     return checkHostDriver(k.modules, req.selection.hostDriver, mode);
   }));
@@ -286,6 +290,12 @@ PreflightReport preflightImage(const ImageFacts& f, const PreflightRequest& req)
   c.push_back(hardwareSkip("iommu.groups", mode, mode == Mode::kVmPassthrough));
   c.push_back(hardwareSkip("gpu.sriov", mode, mode == Mode::kVmVgpu));
   c.push_back(hardwareSkip("gpu.boot-vga", mode, mode == Mode::kVmPassthrough));
+  c.push_back(hardwareSkip("gpu.bars", mode, mode == Mode::kVmPassthrough));
+  c.push_back(hardwareSkip("gpu.fabric", mode, true));
+  c.push_back(req.cc == CcMode::kOff
+                  ? makeCheck("gpu.cc", CheckStatus::kSkip,
+                              "confidential computing not asked for (cc-mode off)")
+                  : hardwareSkip("gpu.cc", mode, vm));
   std::optional<KernelConfig> config;
   if (!ks.empty()) config = ks.back().config;
   c.push_back(checkBootPersistence(mode, f.boot, views, req.selection.gpuIds, config,

@@ -3,14 +3,27 @@
 // readers live in drivers/ (snapshot, platform, bootconfig). Every check runs, the report
 // collects them, and the caller decides the exit code (0 no FAIL, 1 any FAIL).
 //
+// This file holds the report and the list of checks; the checks live by concern:
+//   checks/preflight_cpu.*          cpu.virtualization  cpu.kvm
+//   checks/preflight_iommu.*        iommu.firmware  iommu.kernel  cmdline.iommu  cmdline.iommu-pt
+//                                   iommu.interrupt-remapping
+//   checks/preflight_modules.*      modules.vfio  modules.vgpu  modules.vgpu-firmware
+//                                   modules.host-driver  modules.nouveau  kernel.lockdown
+//   checks/preflight_gpus.*         gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga  gpu.bars
+//   checks/preflight_fabric.*       gpu.fabric (NVSwitches and Fabric Manager)
+//   checks/preflight_cc.*           gpu.cc (confidential computing)
+//   checks/preflight_persistence.*  boot.persistence
+//   checks/preflight_cmdline.*      kernel arguments and their remedies (shared with image mode)
+//   checks/image.*                  the same checks on an image root, plus image.kernels
+//
 // Check ids are stable (scripts and the JSON schema checks/preflight.schema.json rely on them):
 //   cpu.virtualization  cpu.kvm  iommu.firmware  iommu.kernel  cmdline.iommu  cmdline.iommu-pt
-//   iommu.interrupt-remapping  modules.vfio  modules.vgpu  modules.host-driver  modules.nouveau
-//   gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga  boot.persistence  kernel.lockdown
+//   iommu.interrupt-remapping  modules.vfio  modules.vgpu  modules.vgpu-firmware
+//   modules.host-driver  modules.nouveau  gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga
+//   gpu.bars  gpu.fabric  gpu.cc  boot.persistence  kernel.lockdown
 //   image.kernels (image mode only)
 #pragma once
 
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,6 +67,7 @@ struct PreflightReport {
 struct PreflightRequest {
   Mode mode = Mode::kVmPassthrough;
   SelectionOptions selection;
+  CcMode cc = CcMode::kOff;  // confidential computing asked for (config key cc-mode)
 };
 
 // The mode preflight checks: the --mode flag, else the configured mode (etc/hostprep/config.yaml,
@@ -77,45 +91,17 @@ struct HostFacts {
 // is not a selected GPU, as prepare does.
 Result<PreflightReport> preflightHost(const HostFacts& facts, const PreflightRequest& req);
 
-// ---- Building blocks shared with the image checks (checks/image.cpp) ----
+// ---- Building blocks of every check (checks/preflight_*.cpp, checks/image.cpp) ----
 
-// A kernel command line as one boot configuration source has it.
-struct CmdlineView {
-  std::string origin;  // "running kernel (/proc/cmdline)", "etc/default/grub (...)"
-  Cmdline args;
-};
-std::vector<CmdlineView> configuredCmdlines(const BootConfig& boot);
-
-// The exact instruction to add kernel arguments, for the boot loader the configuration shows
-// (GRUB by default; kernel-install's /etc/kernel/cmdline; BLS entries via grubby).
-std::string addKernelArgsRemedy(std::string_view args, const BootConfig& boot);
-std::string removeKernelArgRemedy(std::string_view arg, const BootConfig& boot);
-
-// Does the argument turn the IOMMU off ("intel_iommu=off", "amd_iommu=off", "iommu=off")?
-std::optional<std::string> iommuOffArg(const Cmdline& c);
-bool intelIommuOn(const Cmdline& c);      // intel_iommu=on (also "on,sm_on" lists)
-bool iommuPassthrough(const Cmdline& c);  // iommu=pt or iommu.passthrough=1
-
-// The mode's boot persistence, from the boot configuration (and the running cmdline, if any).
-// `targets` are the ids the mode must hand to vfio-pci at boot (GPUs and companions).
-CheckResult checkBootPersistence(Mode mode, const BootConfig& boot,
-                                 const std::vector<CmdlineView>& cmdlines,
-                                 const std::vector<PciId>& targets,
-                                 const std::optional<KernelConfig>& config,
-                                 const std::string& hostDriver);
-
-// Module checks over one kernel's module facts (a live host's, or one installed image kernel's).
-CheckResult checkVfioModules(const std::map<std::string, ModuleFacts>& mods,
-                             const std::string& release, Mode mode);
-CheckResult checkVgpuModules(const std::map<std::string, ModuleFacts>& mods, Mode mode);
-CheckResult checkHostDriver(const std::map<std::string, ModuleFacts>& mods,
-                            const std::string& driver, Mode mode);
-
-// The exact lines that keep nouveau off the GPUs.
-std::string nouveauBlacklistRemedy();
-
+// A result with the check's title from the list of checks.
 CheckResult makeCheck(std::string_view id, CheckStatus status, std::string detail,
                       std::string remedy = {});
 CheckResult skipForMode(std::string_view id, Mode mode, std::string_view why = {});
+
+// The VM modes need VT-x/AMD-V, KVM and the IOMMU; container mode needs none of them.
+constexpr bool vmMode(Mode m) { return m != Mode::kContainer; }
+
+// "10de:2236,10de:1aef".
+std::string idList(const std::vector<PciId>& ids);
 
 }  // namespace hostprep

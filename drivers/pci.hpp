@@ -52,6 +52,15 @@ bool isBridge(uint32_t cls);  // any 0x06xxxx
 bool isCompanionClass(uint32_t cls);
 std::string className(uint32_t cls);  // "VGA controller", "audio device", ...
 
+// A memory BAR, from the function's sysfs `resource` file.
+struct PciBar {
+  int index = 0;  // 0-5
+  uint64_t size = 0;
+  bool mem64 = false;  // a 64-bit BAR (may sit above 4 GiB)
+  bool prefetchable = false;
+  bool operator==(const PciBar&) const = default;
+};
+
 struct PciFunction {
   Bdf bdf;
   PciId id;
@@ -72,6 +81,7 @@ struct PciFunction {
   std::string modalias;
   std::vector<Bdf> consumers;          // from "consumer:pci:<BDF>" device links
   std::vector<std::string> mdevTypes;  // mdev_supported_types entries, when an mdev parent
+  std::vector<PciBar> bars;            // memory BARs 0-5 with a size (from `resource`)
   // An unbind of this function is still running in the kernel (the driver's remove() is blocked)
   // and holds its device lock: driverOverride and sriovNumVfs were not read (they would block).
   bool unbindPending = false;

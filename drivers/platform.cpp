@@ -207,6 +207,65 @@ std::set<std::string> parseModuleIndexNames(std::string_view text) {
   return out;
 }
 
+std::optional<FabricMode> FabricManagerFacts::mode() const {
+  if (!modeValue) return FabricMode::kFullPassthrough;
+  if (*modeValue == "0") return FabricMode::kFullPassthrough;
+  if (*modeValue == "1") return FabricMode::kSharedNvSwitch;
+  if (*modeValue == "2") return FabricMode::kVgpu;
+  return std::nullopt;
+}
+
+std::map<std::string, std::string> parseFabricManagerConfig(std::string_view text) {
+  std::map<std::string, std::string> out;
+  for (auto line : splitLines(text)) {
+    line = trim(line);
+    if (line.empty() || line.front() == '#') continue;
+    auto eq = line.find('=');
+    if (eq == std::string_view::npos) continue;
+    out[std::string(trim(line.substr(0, eq)))] = std::string(trim(line.substr(eq + 1)));
+  }
+  return out;
+}
+
+FabricManagerFacts readFabricManager(const Host& host) {
+  FabricManagerFacts fm;
+  if (auto t = host.read("usr/share/nvidia/nvswitch/fabricmanager.cfg", 1u << 20)) {
+    fm.config = true;
+    auto kv = parseFabricManagerConfig(*t);
+    if (auto it = kv.find("FABRIC_MODE"); it != kv.end()) fm.modeValue = it->second;
+  }
+  // /var/run is a link to /run on every systemd host; under --root the link may be absolute.
+  for (const char* f : {"run/nvidia-fabricmanager/nv-fabricmanager.pid",
+                        "var/run/nvidia-fabricmanager/nv-fabricmanager.pid"}) {
+    auto t = readTrimmed(host, f);
+    if (!t) continue;
+    fm.pidFile = f;
+    auto pid = parseSigned(*t);
+    if (!pid || *pid <= 0 || *pid > 1 << 22) break;
+    const std::string proc = "proc/" + std::to_string(*pid);
+    if (!host.exists(proc)) break;
+    // comm is the name cut to 15 characters; a reused pid names another process.
+    auto comm = readTrimmed(host, proc + "/comm");
+    if (comm && !startsWith(*comm, "nv-fabricmanag")) break;
+    fm.pid = static_cast<int>(*pid);
+    break;
+  }
+  return fm;
+}
+
+namespace {
+constexpr std::string_view kCcModeNames[] = {"off", "on", "devtools", "ppcie"};  // enum order
+}  // namespace
+
+std::string_view toString(CcMode m) { return kCcModeNames[static_cast<size_t>(m)]; }
+
+std::optional<CcMode> parseCcMode(std::string_view s) {
+  for (size_t i = 0; i < std::size(kCcModeNames); ++i) {
+    if (s == kCcModeNames[i]) return static_cast<CcMode>(i);
+  }
+  return std::nullopt;
+}
+
 PlatformFacts readPlatform(const Host& host, const std::string& kernelRelease,
                            const ModuleLoader& loader, const std::vector<std::string>& modules) {
   PlatformFacts p;
@@ -252,6 +311,23 @@ PlatformFacts readPlatform(const Host& host, const std::string& kernelRelease,
     f.indexed = text.count(m) != 0 || (!kernelRelease.empty() && loader.available(m));
     f.config = configValue(p.kernelConfig, m);
     p.modules[m] = f;
+  }
+
+  // 5. NVSwitch fabric, confidential computing, the vGPU manager's firmware.
+  p.fabricManager = readFabricManager(host);
+  p.kvmTdx = readTrimmed(host, "sys/module/kvm_intel/parameters/tdx");
+  p.kvmSevSnp = readTrimmed(host, "sys/module/kvm_amd/parameters/sev_snp");
+  p.nvidiaVersion = readTrimmed(host, "sys/module/nvidia/version");
+  if (auto versions = host.list("lib/firmware/nvidia")) {
+    for (const auto& v : *versions) {
+      auto files = host.list(hostPath("lib/firmware/nvidia", v));
+      if (!files) continue;
+      auto& gsp = p.gspFirmware[v];
+      for (const auto& f : *files) {
+        if (startsWith(f, "gsp_") && endsWith(f, ".bin")) gsp.push_back(f);
+      }
+      std::sort(gsp.begin(), gsp.end());
+    }
   }
   return p;
 }

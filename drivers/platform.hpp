@@ -17,6 +17,7 @@
 #include "drivers/host.hpp"
 #include "drivers/kmod.hpp"
 #include "drivers/pci.hpp"
+#include "drivers/selection.hpp"
 
 namespace hostprep {
 
@@ -68,6 +69,32 @@ struct ModuleFacts {
 // "# CONFIG_X is not set" is recorded as "n".
 using KernelConfig = std::map<std::string, std::string>;
 
+// NVIDIA Fabric Manager as the host tree shows it (HGX/DGX systems with NVSwitches).
+struct FabricManagerFacts {
+  // usr/share/nvidia/nvswitch/fabricmanager.cfg was read; FABRIC_MODE as written there.
+  bool config = false;
+  std::optional<std::string> modeValue;
+  // The running daemon: the pid in run/nvidia-fabricmanager/nv-fabricmanager.pid (the file
+  // NVIDIA's driver container checks; /var/run is /run) names a live nv-fabricmanager process.
+  std::optional<int> pid;
+  std::string pidFile;  // the pid file read, "" when there is none
+
+  // The mode in effect: FABRIC_MODE, 0 when unset or without a config (the Fabric Manager
+  // default); nullopt when the value is not 0, 1 or 2.
+  std::optional<FabricMode> mode() const;
+};
+FabricManagerFacts readFabricManager(const Host& host);
+// KEY=VALUE lines; '#' starts a comment line.
+std::map<std::string, std::string> parseFabricManagerConfig(std::string_view text);
+
+// Confidential computing as the node asks for it: the values of NVIDIA's nvidia.com/cc.mode
+// label (k8s-cc-manager), here the config key cc-mode. ppcie: protected PCIe, the whole HGX
+// board (GPUs and NVSwitches) in one confidential VM.
+enum class CcMode { kOff, kOn, kDevtools, kPpcie };
+std::string_view toString(CcMode m);
+std::optional<CcMode> parseCcMode(std::string_view s);
+inline constexpr std::string_view kCcModeChoices = "off, on, devtools, ppcie";
+
 struct PlatformFacts {
   CpuFacts cpu;
   bool devKvm = false;
@@ -84,6 +111,16 @@ struct PlatformFacts {
   std::string kernelRelease;
   std::optional<KernelConfig> kernelConfig;    // boot/config-<release>
   std::map<std::string, ModuleFacts> modules;  // the modules asked for
+  FabricManagerFacts fabricManager;
+  // Confidential VMs: kvm_intel's tdx and kvm_amd's sev_snp parameters ("Y"/"N"), when loaded
+  // (Documentation/virt/kvm/x86/intel-tdx.rst,
+  // Documentation/virt/kvm/x86/amd-memory-encryption.rst).
+  std::optional<std::string> kvmTdx;
+  std::optional<std::string> kvmSevSnp;
+  // The loaded nvidia module's version (sys/module/nvidia/version), and the GSP firmware files
+  // (gsp_*.bin) under lib/firmware/nvidia/<version>/ for every version directory there.
+  std::optional<std::string> nvidiaVersion;
+  std::map<std::string, std::vector<std::string>> gspFirmware;
 };
 
 // Reads the platform facts of a live host (or a fixture laid out like one). `modules` names the

@@ -20,6 +20,29 @@ std::string_view toString(Role r) {
   return "gpu";
 }
 
+bool isNvSwitch(const PciFunction& f) {
+  return !f.isVf() && f.id.vendor == kNvidiaVendor && classPrefix(f.classCode) == 0x0680;
+}
+
+namespace {
+// Names in the enum's order.
+constexpr std::string_view kNvSwitchPolicyNames[] = {"auto", "with-gpus", "leave"};
+}  // namespace
+
+std::string_view toString(NvSwitchPolicy p) { return kNvSwitchPolicyNames[static_cast<size_t>(p)]; }
+
+std::optional<NvSwitchPolicy> parseNvSwitchPolicy(std::string_view s) {
+  for (size_t i = 0; i < std::size(kNvSwitchPolicyNames); ++i) {
+    if (s == kNvSwitchPolicyNames[i]) return static_cast<NvSwitchPolicy>(i);
+  }
+  return std::nullopt;
+}
+
+bool nvSwitchesWithGpus(NvSwitchPolicy p, FabricMode m) {
+  if (p == NvSwitchPolicy::kAuto) return m == FabricMode::kFullPassthrough;
+  return p == NvSwitchPolicy::kWithGpus;
+}
+
 std::string describeFunction(const Snapshot& s, const Bdf& b) {
   const auto* f = s.find(b);
   if (!f) return b.str();
@@ -86,6 +109,12 @@ Result<Selection> selectDevices(const Snapshot& s, const SelectionOptions& opt) 
       picked.push_back(f);
     }
     gpus = picked;
+  }
+  if (opt.withNvSwitches) {
+    for (const auto& f : s.pci) {
+      if (isNvSwitch(f) && std::find(gpus.begin(), gpus.end(), &f) == gpus.end())
+        gpus.push_back(&f);
+    }
   }
 
   Selection sel;

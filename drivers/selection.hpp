@@ -2,7 +2,9 @@
 // IOMMU groups, and the groups it must refuse (a foreign device, the root filesystem's disk).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "drivers/snapshot.hpp"
@@ -13,7 +15,30 @@ struct SelectionOptions {
   std::vector<Bdf> devices;           // --devices: only these (and their companions)
   std::vector<PciId> gpuIds;          // --gpu-ids: replaces the NVIDIA vendor/class rule
   std::string hostDriver = "nvidia";  // --host-driver: the datacenter driver
+  // Every NVSwitch goes with the GPUs (whatever --devices picks: in full passthrough the fabric
+  // goes to the VMs whole). prepare resolves --nvswitch into this (nvSwitchesWithGpus).
+  bool withNvSwitches = false;
 };
+
+// An NVSwitch: NVIDIA vendor, class 0x0680 (bridge, other), not a VF. HGX/DGX boards carry
+// four (H100/H200) or six (A100) of them, each in its own IOMMU group.
+bool isNvSwitch(const PciFunction& f);
+
+// NVIDIA Fabric Manager's FABRIC_MODE (usr/share/nvidia/nvswitch/fabricmanager.cfg; NVIDIA Fabric
+// Manager User Guide, "Fabric Manager Config Options"): 0 bare metal or full passthrough (GPUs
+// and NVSwitches go to the VM together), 1 shared NVSwitch (GPUs to VMs, NVSwitches stay on the
+// host's nvidia driver with Fabric Manager on the host), 2 vGPU multitenancy.
+enum class FabricMode { kFullPassthrough = 0, kSharedNvSwitch = 1, kVgpu = 2 };
+
+// prepare --nvswitch: with-gpus (the NVSwitches move with the GPUs), leave (never touched), auto
+// (follow FABRIC_MODE: 0 with the GPUs, 1 and 2 leave).
+enum class NvSwitchPolicy { kAuto, kWithGpus, kLeave };
+std::string_view toString(NvSwitchPolicy p);
+std::optional<NvSwitchPolicy> parseNvSwitchPolicy(std::string_view s);
+inline constexpr std::string_view kNvSwitchChoices = "auto, with-gpus, leave";
+// The policy resolved against the host's Fabric Manager mode (absent config: mode 0, the
+// Fabric Manager default).
+bool nvSwitchesWithGpus(NvSwitchPolicy p, FabricMode m);
 
 enum class Role { kGpu, kCompanion, kVf, kNvSwitch };
 std::string_view toString(Role r);

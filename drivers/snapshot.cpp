@@ -56,6 +56,27 @@ void readModulesAndDrivers(const Host& host, Snapshot& s) {
 
 }  // namespace
 
+std::vector<PciBar> parsePciResource(std::string_view text) {
+  // include/linux/ioport.h
+  constexpr uint64_t kIoresourceMem = 0x00000200;
+  constexpr uint64_t kIoresourcePrefetch = 0x00002000;
+  constexpr uint64_t kIoresourceMem64 = 0x00100000;
+  std::vector<PciBar> out;
+  int index = 0;
+  for (auto line : splitLines(text)) {
+    if (index >= 6) break;
+    const int i = index++;
+    auto w = splitWords(line);
+    if (w.size() < 3) continue;
+    auto start = parseUnsigned(w[0], 16), end = parseUnsigned(w[1], 16),
+         flags = parseUnsigned(w[2], 16);
+    if (!start || !end || !flags || *end <= *start || !(*flags & kIoresourceMem)) continue;
+    out.push_back({i, *end - *start + 1, (*flags & kIoresourceMem64) != 0,
+                   (*flags & kIoresourcePrefetch) != 0});
+  }
+  return out;
+}
+
 std::string pciDevicePath(const Bdf& bdf) { return hostPath("sys/bus/pci/devices", bdf.str()); }
 std::string pciDriverPath(std::string_view driver) {
   return hostPath("sys/bus/pci/drivers", driver);
@@ -127,6 +148,9 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
     }
   }
   std::sort(f.virtfns.begin(), f.virtfns.end());
+  if (has("resource")) {
+    if (auto r = host.read(at("resource"), 4096)) f.bars = parsePciResource(*r);
+  }
   if (has("mdev_supported_types")) {
     if (auto types = host.list(at("mdev_supported_types"))) f.mdevTypes = *types;
   }

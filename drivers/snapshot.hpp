@@ -61,6 +61,11 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
 // A blocked read leaves one child process waiting in the kernel until remove() returns.
 bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view driver);
 
+// The memory BARs 0-5 of a function's sysfs `resource` file: one line "start end flags" (hex)
+// per resource, BARs first (drivers/pci/pci-sysfs.c resource_show); unused BARs read all zero.
+// Flags are the kernel's IORESOURCE_* bits (include/linux/ioport.h).
+std::vector<PciBar> parsePciResource(std::string_view text);
+
 // Host paths of a PCI function's attributes.
 std::string pciDevicePath(const Bdf& bdf);           // sys/bus/pci/devices/<bdf>
 std::string pciDriverPath(std::string_view driver);  // sys/bus/pci/drivers/<drv>

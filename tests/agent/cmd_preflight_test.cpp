@@ -44,11 +44,22 @@ TEST_CASE("preflight: golden JSON for the ready Intel host", "[cli][preflight]")
   CHECK(j["target"] == "host");
   CHECK(j["summary"]["ok"] == true);
   CHECK(j["summary"]["fail"] == 0);
-  CHECK(j["checks"].size() == 17);
+  CHECK(j["checks"].size() == 21);
   // Keys come in the documented order (id, status, title, detail, remedy), not sorted.
   CHECK(
       r.out.find("\"id\": \"cpu.virtualization\",\n      \"status\": \"pass\",\n      \"title\"") !=
       std::string::npos);
+}
+
+TEST_CASE("preflight: golden JSON for an HGX H100 board (NVSwitches, 128 GiB BARs)",
+          "[cli][preflight]") {
+  Fixture fx("hgx-h100");
+  auto r = runHostprep({"preflight", "--root", fx.root().string(), "--output", "json"});
+  CHECK(r.exitCode == 0);
+  CHECK(r.err.empty());
+  const auto path = golden("preflight-hgx-h100-vm-passthrough.json");
+  if (std::getenv("HOSTPREP_UPDATE_GOLDEN")) std::ofstream(path) << r.out;
+  CHECK(r.out == readFile(path));
 }
 
 TEST_CASE("preflight: a FAIL exits 1 and prints the remedy under the line", "[cli][preflight]") {
@@ -157,7 +168,7 @@ TEST_CASE("preflight on a busybox-like guest and an empty root reports, never cr
         {"preflight", "--root", guest.root().string(), "--mode", mode, "--output", "json"});
     INFO(mode << " " << r.err);
     CHECK(r.exitCode == 1);
-    CHECK(nlohmann::json::parse(r.out)["checks"].size() == 17);
+    CHECK(nlohmann::json::parse(r.out)["checks"].size() == 21);
   }
   Fixture empty;
   auto r = runHostprep({"preflight", "--root", empty.root().string()});

@@ -17,9 +17,10 @@ TEST_CASE("a full config parses into typed values", "[config]") {
       "vgpu:\n  config-file: /etc/hostprep/vgpu.yaml\n  config-name: a10-4q\n"
       "status:\n  path: /run/hostprep/s.json\n  nfd-features: /etc/nfd/features.d/hostprep\n"
       "  prometheus: /var/lib/node-exporter/hostprep.prom\n"
-      "reconcile: true\n",
+      "reconcile: true\ncc-mode: ppcie\n",
       "config.yaml");
   REQUIRE(c);
+  CHECK(c->ccMode == CcMode::kPpcie);
   CHECK(c->mode == Mode::kVmPassthrough);
   CHECK(c->selection.gpuIds.size() == 2);
   CHECK(c->selection.devices.size() == 2);
@@ -43,8 +44,10 @@ TEST_CASE("config errors name the file, the key and the fix, with exit 2", "[con
       {"mode: vm\n",
        "config.yaml: mode: 'vm' is not a mode (choose one of container, vm-passthrough, vm-vgpu)"},
       {"mdoe: container\n",
-       "config.yaml: mdoe: unknown key (known keys: holder-nodes, host-driver, mode, reconcile, "
-       "selection, status, vgpu)"},
+       "config.yaml: mdoe: unknown key (known keys: cc-mode, holder-nodes, host-driver, mode, "
+       "reconcile, selection, status, vgpu)"},
+      {"cc-mode: yes\n",
+       "config.yaml: cc-mode: 'yes' is not a CC mode (choose one of off, on, devtools, ppcie)"},
       {"selection:\n  gpu-ids: [10de:2236, nope]\n",
        "config.yaml: selection.gpu-ids[1]: 'nope' is not a vendor:device id (write VVVV:DDDD in "
        "hex, e.g. 10de:2236)"},

@@ -147,3 +147,62 @@ TEST_CASE("readPlatform reads a fixture host and leaves absent things unknown", 
   CHECK_FALSE(q.kernelConfig);
   CHECK_FALSE(q.modules.at("vfio").available());
 }
+
+TEST_CASE("Fabric Manager: FABRIC_MODE and the running daemon", "[platform]") {
+  auto kv = parseFabricManagerConfig("# FABRIC_MODE=2\nLOG_LEVEL=4\n FABRIC_MODE = 1 \nbad line\n");
+  CHECK(kv.at("FABRIC_MODE") == "1");
+  CHECK(kv.at("LOG_LEVEL") == "4");
+  CHECK(kv.size() == 2);
+
+  Fixture fx("hgx-h100");
+  FakeKernel k(fx.root());
+  auto fm = readFabricManager(k);
+  CHECK(fm.config);
+  CHECK(fm.modeValue == std::optional<std::string>("0"));
+  CHECK(fm.mode() == FabricMode::kFullPassthrough);
+  CHECK_FALSE(fm.pid);
+  CHECK(fm.pidFile.empty());
+
+  SECTION("a live nv-fabricmanager") {
+    fx.write("run/nvidia-fabricmanager/nv-fabricmanager.pid", "4242\n");
+    fx.write("proc/4242/comm", "nv-fabricmanage\n");
+    auto live = readFabricManager(k);
+    CHECK(live.pid == std::optional<int>(4242));
+    CHECK(live.pidFile == "run/nvidia-fabricmanager/nv-fabricmanager.pid");
+  }
+  SECTION("a stale pid file, and a pid reused by another process") {
+    fx.write("var/run/nvidia-fabricmanager/nv-fabricmanager.pid", "4242\n");
+    CHECK_FALSE(readFabricManager(k).pid);
+    fx.write("proc/4242/comm", "bash\n");
+    CHECK_FALSE(readFabricManager(k).pid);
+  }
+  SECTION("no config is mode 0; a bad value is no mode") {
+    std::filesystem::remove(fx.path("usr/share/nvidia/nvswitch/fabricmanager.cfg"));
+    auto none = readFabricManager(k);
+    CHECK_FALSE(none.config);
+    CHECK(none.mode() == FabricMode::kFullPassthrough);
+    fx.write("usr/share/nvidia/nvswitch/fabricmanager.cfg", "FABRIC_MODE=3\n");
+    CHECK_FALSE(readFabricManager(k).mode());
+  }
+}
+
+TEST_CASE("readPlatform: TDX, SEV-SNP, the nvidia version and its GSP firmware", "[platform]") {
+  Fixture fx("hgx-h100");
+  fx.write("sys/module/kvm_intel/parameters/tdx", "Y\n");
+  fx.write("sys/module/nvidia/version", "550.90.05\n");
+  fx.write("lib/firmware/nvidia/550.90.05/gsp_ga10x.bin", "x");
+  fx.write("lib/firmware/nvidia/550.90.05/gsp_tu10x.bin", "x");
+  fx.write("lib/firmware/nvidia/535.54.03/README", "x");
+  FakeKernel k(fx.root());
+  FakeModules mods(k);
+  auto p = readPlatform(k, "6.1.0-test-amd64", mods, {"nvidia"});
+  CHECK(p.kvmTdx == std::optional<std::string>("Y"));
+  CHECK_FALSE(p.kvmSevSnp);
+  CHECK(p.nvidiaVersion == std::optional<std::string>("550.90.05"));
+  CHECK(p.gspFirmware.at("550.90.05") ==
+        std::vector<std::string>{"gsp_ga10x.bin", "gsp_tu10x.bin"});
+  CHECK(p.gspFirmware.at("535.54.03").empty());
+  CHECK(p.fabricManager.config);
+  CHECK(parseCcMode("ppcie") == CcMode::kPpcie);
+  CHECK_FALSE(parseCcMode("yes"));
+}
