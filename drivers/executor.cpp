@@ -19,10 +19,15 @@ namespace {
 
 using std::chrono::milliseconds;
 
-DeviceState readState(const Host& host, const Bdf& bdf) {
+// The driver and override of a device as the kernel shows them now. A device that is gone is an
+// error, not a device without a driver: it must not verify as having left vfio.
+Result<DeviceState> readState(const Host& host, const Bdf& bdf) {
   auto f = readPciFunction(host, bdf);
-  if (!f) return {};
-  return {f->driver, f->driverOverride};
+  if (!f) {
+    return sysError("the device is gone from /" + pciDevicePath(bdf), ENODEV,
+                    "it was removed or fell off the bus; see dmesg");
+  }
+  return DeviceState{f->driver, f->driverOverride};
 }
 
 Error stepError(const Step& st, const Error& cause, std::string advice = {}) {
@@ -206,7 +211,9 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
           !s) {
         return stepError(st, s.error());
       }
-      auto now = readState(h, *st.bdf).driverOverride.value_or("");
+      auto state = readState(h, *st.bdf);
+      if (!state) return stepError(st, state.error());
+      auto now = state->driverOverride.value_or("");
       if (now != st.arg) {
         return stepError(st, sysError("driver_override reads '" + now + "'", EIO));
       }
@@ -237,7 +244,9 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
       return {};
     }
     case StepKind::kVerifyDriver: {
-      auto now = readState(h, *st.bdf).driver.value_or("");
+      auto state = readState(h, *st.bdf);
+      if (!state) return stepError(st, state.error());
+      auto now = state->driver.value_or("");
       const bool ok = st.arg.empty() ? (now.empty() || !isVfioDriver(now)) : now == st.arg;
       if (!ok) {
         std::string got = now.empty() ? "no driver" : now;
@@ -344,15 +353,16 @@ Status restoreNumVfs(Kernel& k, const Bdf& pf, int want, const ApplyOptions& opt
   auto s = write();
   if (s) return {};
   if (s.error().err != ENOENT) return fail(s.error());
-  const DeviceState before = readState(h, pf);
+  const auto before = readState(h, pf);
+  if (!before) return fail(before.error());
   if (h.exists(unbindLockPath(pf))) (void)h.writeAttr(unbindLockPath(pf), "1");
   if (auto r = restoreDevice(k, pf, {std::string("pci-pf-stub"), std::string("pci-pf-stub")}, opt);
       !r) {
-    (void)restoreDevice(k, pf, before, opt);
+    (void)restoreDevice(k, pf, *before, opt);
     return fail(r.error());
   }
   s = write();
-  auto back = restoreDevice(k, pf, before, opt);
+  auto back = restoreDevice(k, pf, *before, opt);
   if (!s) return fail(s.error());
   if (!back) return back;
   return {};
@@ -444,7 +454,9 @@ Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const A
   };
   if (auto v = checkDeviceState(bdf.str() + ": original state", want); !v) return v;
   if (!h.exists(dev)) return sysError(bdf.str() + ": the device is gone", ENODEV);
-  DeviceState cur = readState(h, bdf);
+  auto read = readState(h, bdf);
+  if (!read) return fail("read", read.error());
+  const DeviceState cur = *read;
   if (cur == want) return {};
   if (auto v = checkDeviceState(bdf.str() + ": current state", cur); !v) return v;
   if (cur.driverOverride != want.driverOverride) {
@@ -458,15 +470,22 @@ Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const A
         h.writeAttr(hostPath(pciDriverPath(*cur.driver), "unbind"), bdf.str(), opt.unbindTimeout);
     if (!s && s.error().err != ENODEV) return fail("unbind from " + *cur.driver, s.error());
   }
-  if (want.driver && readState(h, bdf).driver != want.driver) {
+  // Whether the device is on `want`'s driver now (false when it is gone).
+  auto onWanted = [&] {
+    auto now = readState(h, bdf);
+    return now && now->driver == want.driver;
+  };
+  if (want.driver && !onWanted()) {
     if (!h.exists(pciDriverPath(*want.driver))) {
       if (auto s = k.modules.load(*want.driver); !s) return fail("load", s.error());
     }
     auto s =
         h.writeAttr(hostPath(pciDriverPath(*want.driver), "bind"), bdf.str(), opt.unbindTimeout);
-    if (!s && readState(h, bdf).driver != want.driver) return fail("bind", s.error());
+    if (!s && !onWanted()) return fail("bind", s.error());
   }
-  DeviceState now = readState(h, bdf);
+  auto after = readState(h, bdf);
+  if (!after) return fail("read", after.error());
+  const DeviceState& now = *after;
   if (now != want) {
     return sysError(bdf.str() + ": restored, but it is on " + now.driver.value_or("no driver") +
                         " with override " + now.driverOverride.value_or("(none)"),

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -214,6 +215,14 @@ bool RootHost::exists(std::string_view path) const {
   return ::lstat(resolve(path).c_str(), &st) == 0;
 }
 
+Result<FileOwnership> RootHost::ownership(std::string_view path) const {
+  if (auto e = unsafePath(path)) return *e;
+  const std::string p = resolve(path);
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return sysError("cannot stat " + p, errno);
+  return FileOwnership{st.st_uid, st.st_mode};
+}
+
 Result<std::string> RootHost::readAttr(std::string_view path,
                                        std::chrono::milliseconds timeout) const {
   if (auto e = unsafePath(path)) return *e;
@@ -289,6 +298,23 @@ Status RootHost::removeFile(std::string_view path) {
   const std::string p = resolve(path);
   if (::unlink(p.c_str()) != 0 && errno != ENOENT) return sysError("cannot remove " + p, errno);
   return {};
+}
+
+Result<FileLock> RootHost::tryLock(std::string_view path) {
+  if (auto e = unsafePath(path)) return *e;
+  const std::string p = resolve(path);
+  int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return sysError("cannot open lock " + p, errno);
+  FileLock lock(fd);
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    return sysError("cannot lock " + p, errno);
+  }
+  return lock;
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 std::optional<std::string> readTrimmed(const Host& host, std::string_view path) {

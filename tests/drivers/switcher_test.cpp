@@ -338,3 +338,35 @@ TEST_CASE("container mode refuses a GPU held by nouveau with the blacklist advic
   CHECK_THAT(p.error().describe(), Catch::Contains("is bound to nouveau, not nvidia"));
   CHECK_THAT(p.error().describe(), Catch::Contains("blacklist nouveau"));
 }
+
+TEST_CASE("a device that vanishes mid-plan fails its verification, not passes it", "[switcher]") {
+  Rig r("two-a10");
+  REQUIRE(applyPlan(r.k, r.plan(Mode::kVmPassthrough), r.opt));
+  Plan p = r.plan(Mode::kContainer);
+  // The first device that leaves vfio for no driver of its own choosing: unplug it right before
+  // that verification, after its probe.
+  size_t verify = 0;
+  while (verify < p.steps.size() &&
+         !(p.steps[verify].kind == StepKind::kVerifyDriver && p.steps[verify].arg.empty())) {
+    ++verify;
+  }
+  REQUIRE(verify < p.steps.size());
+  REQUIRE(verify > 0);
+  const Bdf gone = *p.steps[verify].bdf;
+  r.opt.parallel = false;
+  r.opt.afterStep = [&](size_t i) {
+    if (i == verify - 1) r.kernel.unplug(gone);
+    return true;
+  };
+  auto res = applyPlan(r.k, p, r.opt);
+  REQUIRE_FALSE(res);
+  CHECK(res.error().message ==
+        gone.str() + ": verify it left vfio: the device is gone from /sys/bus/pci/devices/" +
+            gone.str());
+  CHECK(res.error().err == ENODEV);
+  CHECK(res.error().exit == Exit::kFailed);
+  // The rollback cannot put it back either, and says so; the journal stays for the next run.
+  CHECK_THAT(res.error().advice,
+             Catch::Contains("ROLLBACK FAILED: " + gone.str() + ": the device is gone"));
+  CHECK(r.kernel.exists("run/hostprep/journal.json"));
+}

@@ -184,6 +184,24 @@ void FakeKernel::unbindNow(const Bdf& b, const std::string& driver) {
   if (auto f = readPciFunction(fs_, b)) refreshVfioNode(*f);
 }
 
+void FakeKernel::unplug(const Bdf& b) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  auto f = readPciFunction(fs_, b);
+  if (!f) return;
+  if (f->driver) unbindNow(b, *f->driver);
+  std::error_code ec;
+  const fs::path link = fs_.resolve(pciDevicePath(b));
+  const fs::path real = fs::canonical(link, ec);
+  if (f->iommuGroup) {
+    fs::remove(fs_.resolve(hostPath("sys/kernel/iommu_groups", std::to_string(*f->iommuGroup),
+                                    "devices", b.str())),
+               ec);
+  }
+  fs::remove(link, ec);
+  if (!real.empty()) fs::remove_all(real, ec);
+  refreshVfioNode(*f);
+}
+
 Status FakeKernel::loadModule(const std::string& module) {
   std::lock_guard<std::recursive_mutex> g(mu_);
   const std::string m = normalizeModuleName(module);

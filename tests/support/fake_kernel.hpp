@@ -46,6 +46,9 @@ class FakeKernel final : public Host {
     return fs_.list(dir);
   }
   bool exists(std::string_view path) const override { return fs_.exists(path); }
+  Result<FileOwnership> ownership(std::string_view path) const override {
+    return fs_.ownership(path);
+  }
   Status writeAttr(std::string_view path, std::string_view data,
                    std::optional<std::chrono::milliseconds> timeout = std::nullopt) override;
   // Files hostprep owns (the journal): atomic like RootHost's (temp + rename) but without fsync,
@@ -55,6 +58,9 @@ class FakeKernel final : public Host {
     return fs_.makeDirs(path, mode);
   }
   Status removeFile(std::string_view path) override;
+  // The run lock is a real flock on the fixture's file, so concurrent runs in one test process
+  // exclude each other as separate processes would. Taking it is not a mutation.
+  Result<FileLock> tryLock(std::string_view path) override { return fs_.tryLock(path); }
 
   // Fault injection: the n-th kernel write (0-based, counting every writeAttr) fails with err
   // and has no effect. Several calls make several writes fail.
@@ -85,6 +91,9 @@ class FakeKernel final : public Host {
   void holdDevice(const Bdf& b) { held_.insert(b); }
   // The holder lets go: a pending unbind of this device completes, as the real remove() would.
   void releaseDevice(const Bdf& b);
+  // The device is removed (a surprise hot-unplug): its driver lets go of it, and it leaves
+  // sys/bus/pci/devices, its IOMMU group and, with the group's last vfio device, /dev/vfio.
+  void unplug(const Bdf& b);
   // This driver's probe() fails for this device (EINVAL), as vfio-pci does for some devices.
   void refuseBind(const Bdf& b, std::string driver) { refused_.emplace(b, std::move(driver)); }
   // Accesses that would have blocked on a device lock held by a pending unbind ("read
