@@ -98,7 +98,7 @@ Condition makeCondition(const StatusInputs& in, std::string type, ConditionStatu
 }
 
 // Every member of a group given to vfio must be driverless, on vfio, on pci-stub, or a bridge,
-// or opening the group fails ("group N is not viable", DOMAIN.md §4).
+// or opening the group fails ("group N is not viable"; kernel Documentation/driver-api/vfio.rst).
 std::vector<std::string> nonViableGroups(const Snapshot& s, const Selection& sel) {
   std::set<int> groups;
   for (const auto& t : sel.targets) {

@@ -92,7 +92,8 @@ struct StatusDocument {
   const Condition* condition(std::string_view type) const;
 };
 
-// What the device plugins advertise on this host (DOMAIN.md §2), the way they compute it:
+// What the device plugins advertise on this host (NVIDIA/kubevirt-gpu-device-plugin,
+// pkg/device_plugin/), the way they compute it:
 // - the sandbox plugin walks PCI functions in address order, keeps vendor 10de bound to vfio-pci
 //   (or nvgrace_gpu_vfio_pci) and counts one device per IOMMU group, under the resource of the
 //   first such function of the group: a vfio-bound companion in a group of its own (or whose GPU

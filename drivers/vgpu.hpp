@@ -1,4 +1,5 @@
-// vGPU devices on the host, both interfaces (DOMAIN.md §2-§4):
+// vGPU devices on the host, both interfaces (mdev: kernel
+// Documentation/driver-api/vfio-mediated-device.rst; per-VF: NVIDIA's vGPU software user guide):
 //  - mdev: parents listed in sys/class/mdev_bus/ (the PF on Turing and older, each SR-IOV VF on
 //    Ampere and newer); types in <parent>/mdev_supported_types/<id>/{name,available_instances};
 //    a device is created by writing a UUID to <type>/create and appears as

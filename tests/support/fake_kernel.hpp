@@ -1,17 +1,18 @@
 // A fake kernel over a fixture tree. Reads go to the files as they are (the same seam as
-// production); writes to kernel attributes get the kernel's semantics (DOMAIN.md §4), and the
+// production); writes to kernel attributes get the kernel's semantics (kernel
+// Documentation/ABI/testing/sysfs-bus-pci), and the
 // fake keeps its world consistent: a bind moves the `driver` link and the driver's device link,
 // creates /dev/vfio/<group>; a module load creates sys/module/<m>, the driver directory and the
 // proc/modules line. Any write can be made to fail on demand.
 //
-// SR-IOV and vGPU (DOMAIN.md §3-§4): sriov_numvfs creates and removes VF functions (physfn /
-// virtfnN links, their own IOMMU groups, autoprobe binding) with the kernel's errors (ERANGE above
-// the total, ENOENT without a PF driver or with nvidia, which has no sriov_configure, EBUSY from
-// one non-zero count to another). A VF bound to nvidia gets the vGPU types its PF's template
-// (fake/sriov/<PF>/vf/, written by the fixture) gives it. mdev `create` / `remove` make and drop
-// sys/bus/mdev/devices/<uuid> with its mdev_type link, IOMMU group and /dev/vfio node;
-// available_instances and creatable_vgpu_types follow what the GPU holds (one type per GPU, at
-// most fake/vgpu/<PF>/max/<type> of it, one per VF). The nvidia unbindLock lives in
+// SR-IOV and vGPU (sysfs-bus-pci; NVIDIA's sriov-manage): sriov_numvfs creates and removes VF
+// functions (physfn / virtfnN links, their own IOMMU groups, autoprobe binding) with the kernel's
+// errors (ERANGE above the total, ENOENT without a PF driver or with nvidia, which has no
+// sriov_configure, EBUSY from one non-zero count to another). A VF bound to nvidia gets the vGPU
+// types its PF's template (fake/sriov/<PF>/vf/, written by the fixture) gives it. mdev `create` /
+// `remove` make and drop sys/bus/mdev/devices/<uuid> with its mdev_type link, IOMMU group and
+// /dev/vfio node; available_instances and creatable_vgpu_types follow what the GPU holds (one type
+// per GPU, at most fake/vgpu/<PF>/max/<type> of it, one per VF). The nvidia unbindLock lives in
 // proc/driver/nvidia/gpus/<BDF>/ while the GPU is on nvidia.
 #pragma once
 
