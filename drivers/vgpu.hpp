@@ -77,10 +77,22 @@ struct VgpuParent {
   std::string currentType = "0";      // nvidia/current_vgpu_type
 };
 
-// The vGPU view of the host, read once next to the Snapshot.
+// An mdev device whose parent is not among the host's PCI functions (the kernel's mtty sample
+// hangs off a virtual device): the status lists it, the plan never touches it.
+struct OtherMdev {
+  std::string uuid;
+  std::optional<Bdf> parent;  // the parent's name when it reads as a PCI address
+  std::string typeId;         // mdev type directory
+  std::string typeName;
+  bool operator==(const OtherMdev&) const = default;
+};
+
+// The vGPU view of the host, read once next to the Snapshot: the one reader of vGPU state, for
+// the plan, the executor and the status alike.
 struct VgpuHost {
   std::map<Bdf, VgpuParent> parents;  // every function with either interface
-  std::vector<VgpuDevice> devices;    // every existing vGPU device
+  std::vector<VgpuDevice> devices;    // every existing vGPU device on a PCI function
+  std::vector<OtherMdev> otherMdevs;  // mdev devices on anything else
   std::vector<Bdf> unbindLocks;       // GPUs with /proc/driver/nvidia/gpus/<BDF>/unbindLock
 
   const VgpuParent* parent(const Bdf& b) const;
