@@ -103,6 +103,19 @@ std::vector<MdevType> liveMdevTypes(const Host& h, const Bdf& parent) {
   return out;
 }
 
+// The step's vGPU type matched none of `types` (ENOENT: "<none> vGPU type X (<listed>: ...)") or
+// several of them (EINVAL: "matches more than one ...").
+template <class T>
+Error unmatchedType(const Step& st, const std::vector<T>& types, size_t matches, const char* none,
+                    const char* listed, std::string advice = {}) {
+  return stepError(
+      st,
+      sysError(std::string(matches == 0 ? none : "matches more than one") + " vGPU type " + st.arg +
+                   " (" + listed + ": " + describeVgpuTypes(types) + ")",
+               matches == 0 ? ENOENT : EINVAL),
+      std::move(advice));
+}
+
 Status createVgpu(Host& h, const Step& st) {
   const Bdf& parent = *st.bdf;
   const std::string mdevDir = hostPath(pciDevicePath(parent), "mdev_supported_types");
@@ -120,13 +133,7 @@ Status createVgpu(Host& h, const Step& st) {
       return stepError(st, sysError("bad mdev UUID '" + st.uuid + "'", EINVAL));
     auto types = liveMdevTypes(h, parent);
     auto m = matchVgpuTypes(types, st.arg);
-    if (m.size() != 1) {
-      return stepError(
-          st,
-          sysError(std::string(m.empty() ? "does not offer" : "matches more than one") +
-                       " vGPU type " + st.arg + " (it offers: " + describeVgpuTypes(types) + ")",
-                   m.empty() ? ENOENT : EINVAL));
-    }
+    if (m.size() != 1) return unmatchedType(st, types, m.size(), "does not offer", "it offers");
     const MdevType& t = types[m[0]];
     const std::string dev = hostPath(kMdevDevices, st.uuid);
     if (h.exists(dev)) {
@@ -151,12 +158,8 @@ Status createVgpu(Host& h, const Step& st) {
   auto offered = parseCreatableVgpuTypes(h.read(creatable).value_or(""));
   auto c = matchVgpuTypes(offered, st.arg);
   if (c.size() != 1) {
-    return stepError(
-        st,
-        sysError(std::string(c.empty() ? "cannot create" : "matches more than one") +
-                     " vGPU type " + st.arg + " (creatable: " + describeVgpuTypes(offered) + ")",
-                 c.empty() ? ENOENT : EINVAL),
-        "another vGPU type or VM holds the GPU; see 'hostprep status'");
+    return unmatchedType(st, offered, c.size(), "cannot create", "creatable",
+                         "another vGPU type or VM holds the GPU; see 'hostprep status'");
   }
   const std::string id = offered[c[0]].id;
   const std::string now = readTrimmed(h, current).value_or("0");

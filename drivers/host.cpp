@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "drivers/c_handle.hpp"
 #include "drivers/names.hpp"
 #include "drivers/text.hpp"
 
@@ -197,7 +198,7 @@ Result<std::string> RootHost::readLink(std::string_view path) const {
 Result<std::vector<std::string>> RootHost::list(std::string_view dir) const {
   if (auto e = unsafePath(dir)) return *e;
   const std::string p = resolve(dir);
-  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(p.c_str()), &::closedir);
+  CHandle<DIR, ::closedir> d(::opendir(p.c_str()));
   if (!d) return sysError("cannot list " + p, errno);
   std::vector<std::string> names;
   while (dirent* e = ::readdir(d.get())) {
