@@ -3,12 +3,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "agent/converge.hpp"
-#include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 
 using namespace hostprep;
-using hostprep::test::FakeKernel;
 using hostprep::test::Fixture;
 
 TEST_CASE("a local file is read whole, or its error names it", "[local-file]") {
@@ -41,22 +38,4 @@ TEST_CASE("a local file is read whole, or its error names it", "[local-file]") {
         fx.path("inputs").string() + ": cannot read: Is a directory (pass a regular file)");
   CHECK(localFileName("-") == "standard input");
   CHECK(localFileName(path) == path);
-}
-
-TEST_CASE("the agent's vGPU config is a host path, read through the Host", "[local-file][vgpu]") {
-  Fixture fx;
-  FakeKernel host(fx.root());
-  fx.write("etc/hostprep/vgpu.yaml",
-           "version: v1\nvgpu-configs:\n  a10:\n    - devices: all\n      vgpu-devices: "
-           "{A10-4Q: 2}\n");
-  auto cfg = loadVgpuConfig("/etc/hostprep/vgpu.yaml", "a10", &host);
-  REQUIRE(cfg);
-  REQUIRE(*cfg);
-  REQUIRE((*cfg)->size() == 1);
-  auto absent = loadVgpuConfig("etc/hostprep/absent.yaml", "a10", &host);
-  REQUIRE_FALSE(absent);
-  CHECK(absent.error().describe() == "--vgpu-config: cannot read " +
-                                         fx.path("etc/hostprep/absent.yaml").string() +
-                                         ": No such file or directory (check the path)");
-  CHECK(absent.error().exit == Exit::kUsage);
 }
