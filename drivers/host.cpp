@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "drivers/c_handle.hpp"
-#include "drivers/names.hpp"
 #include "drivers/text.hpp"
+#include "drivers/validate.hpp"
 
 namespace hostprep {
 namespace {

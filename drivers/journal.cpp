@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "drivers/names.hpp"
 #include "drivers/snapshot.hpp"
+#include "drivers/validate.hpp"
 
 namespace hostprep {
 namespace {

@@ -5,9 +5,9 @@
 #include <set>
 
 #include "drivers/journal.hpp"
-#include "drivers/naming.hpp"
 #include "drivers/parsers.hpp"
 #include "drivers/plan.hpp"
+#include "drivers/resource_names.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <fstream>
 
-#include "drivers/names.hpp"
 #include "drivers/parsers.hpp"
 #include "drivers/plan.hpp"
 #include "drivers/snapshot.hpp"
 #include "drivers/text.hpp"
+#include "drivers/validate.hpp"
 #include "drivers/vgpu.hpp"
 
 namespace fs = std::filesystem;

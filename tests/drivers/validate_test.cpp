@@ -1,6 +1,6 @@
-// The validators (drivers/names.cpp): every name read from input or sysfs is checked before it
+// The validators (drivers/validate.cpp): every name read from input or sysfs is checked before it
 // becomes part of a path, and messages quote untrusted text safely.
-#include "drivers/names.hpp"
+#include "drivers/validate.hpp"
 
 #include <catch2/catch.hpp>
 #include <string>
