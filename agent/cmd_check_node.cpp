@@ -1,11 +1,9 @@
 // hostprep check-node: read the cluster's documents, run the pure checker, print the findings.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <nlohmann/json.hpp>
 
 #include "agent/commands.hpp"
+#include "agent/local_file.hpp"
 #include "agent/options.hpp"
 #include "checks/check_node.hpp"
 #include "checks/operands.hpp"
@@ -17,32 +15,13 @@ using nlohmann::json;
 
 constexpr size_t kMaxInput = size_t{1} << 30;  // 1 GiB: far above any cluster dump
 
-std::string displayName(const std::string& path) { return path == "-" ? "standard input" : path; }
+std::string displayName(const std::string& path) { return localFileName(path); }
 
 // Reads a whole file (or standard input for "-"); a missing or unreadable file is bad input.
 Result<std::string> readInput(const std::string& path) {
-  int fd = path == "-" ? 0 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return Error{path + ": cannot open", errno, "check the path", Exit::kUsage};
-  }
-  std::string text;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      if (fd != 0) ::close(fd);
-      return Error{displayName(path) + ": cannot read", e, "pass a regular file", Exit::kUsage};
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > kMaxInput) {
-      if (fd != 0) ::close(fd);
-      return usageError(displayName(path) + ": larger than 1 GiB", "split the input");
-    }
-  }
-  if (fd != 0) ::close(fd);
+  auto text = readLocalFile(path, kMaxInput);
+  if (!text && text.error().err == EFBIG)
+    return usageError(displayName(path) + ": larger than 1 GiB", "split the input");
   return text;
 }
 

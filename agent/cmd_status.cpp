@@ -5,6 +5,7 @@
 
 #include "agent/commands.hpp"
 #include "agent/config.hpp"
+#include "agent/local_file.hpp"
 #include "agent/options.hpp"
 #include "agent/status_writer.hpp"
 
@@ -51,8 +52,7 @@ int cmdStatus(Context& ctx, const std::vector<std::string>& args) {
   req.modeOverride = opt.mode;
   req.now = std::time(nullptr);
   if (opt.pciIdsFile) {
-    RootHost local("/");
-    auto text = local.read(*opt.pciIdsFile, 16u << 20);
+    auto text = readLocalFile(*opt.pciIdsFile, 16u << 20);
     if (!text) {
       return fail(ctx, usageError("--pci-ids: cannot read " + *opt.pciIdsFile + ": " +
                                       std::strerror(text.error().err),

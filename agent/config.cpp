@@ -185,9 +185,8 @@ Result<AgentConfig> loadConfig(const Host& host, std::string_view path, bool req
         source + ": cannot read the config: " + std::string(std::strerror(text.error().err)),
         "pass --config with a readable file");
   }
-  struct stat st {};
-  if (::stat(host.resolve(path).c_str(), &st) == 0) {
-    if (auto p = configPermissionProblem(st.st_uid, st.st_mode, ::geteuid() == 0)) {
+  if (auto st = host.ownership(path)) {
+    if (auto p = configPermissionProblem(st->owner, st->mode, ::geteuid() == 0)) {
       return usageError(source + ": refusing a config " + *p,
                         "chown root:root " + source + " && chmod 0644 " + source);
     }

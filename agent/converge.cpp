@@ -3,9 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
-#include <fstream>
 
 #include "agent/config.hpp"
+#include "agent/local_file.hpp"
 #include "drivers/platform.hpp"
 #include "drivers/status.hpp"
 #include "drivers/text.hpp"
@@ -13,7 +13,8 @@
 namespace hostprep {
 
 Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::string& file,
-                                                                   const std::string& name) {
+                                                                   const std::string& name,
+                                                                   const Host* host) {
   using Out = std::optional<std::vector<VgpuConfigEntry>>;
   if (file.empty()) {
     if (name != "default") {
@@ -23,15 +24,15 @@ Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::st
     }
     return Out{};
   }
-  std::ifstream f(file, std::ios::binary);
-  if (!f) {
-    return Error{"--vgpu-config: cannot read " + file, errno, "check the path", Exit::kUsage};
+  constexpr size_t kMaxConfig = size_t{1} << 20;
+  const std::string shown = host ? host->resolve(file).string() : file;
+  auto text = host ? host->read(file, kMaxConfig) : readLocalFile(file, kMaxConfig);
+  if (!text) {
+    if (text.error().err == EFBIG) return usageError("--vgpu-config: " + shown + " is over 1 MiB");
+    return Error{"--vgpu-config: cannot read " + shown, text.error().err, "check the path",
+                 Exit::kUsage};
   }
-  std::string text(1u << 20, '\0');
-  f.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(f.gcount()));
-  if (text.size() == (1u << 20)) return usageError("--vgpu-config: " + file + " is over 1 MiB");
-  auto cfg = parseVgpuConfig(text, file);
+  auto cfg = parseVgpuConfig(*text, file);
   if (!cfg) return cfg.error();
   const auto* entries = cfg->find(name);
   if (!entries) {
@@ -144,7 +145,8 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   in.vgpuHost = readVgpuHost(host, *snap);
   in.vgpuConfigName = opt.vgpuConfigName;
   if (opt.mode == Mode::kVmVgpu) {
-    auto cfg = loadVgpuConfig(opt.vgpuConfigFile, opt.vgpuConfigName);
+    auto cfg = loadVgpuConfig(opt.vgpuConfigFile, opt.vgpuConfigName,
+                              opt.vgpuConfigOnHost ? &host : nullptr);
     if (!cfg) return failed(cfg.error());
     in.vgpuConfig = std::move(*cfg);
     in.vgpuVfioAvailable = k.modules.available("nvidia_vgpu_vfio");

@@ -35,6 +35,7 @@ struct ConvergeOptions {
   // vm-vgpu: a vgpu-device-manager config file (on this machine) and the config in it; no file
   // means the embedded defaults (the half-card profile x2 per GPU).
   std::string vgpuConfigFile;
+  bool vgpuConfigOnHost = false;  // vgpuConfigFile is a host path, read through the Host
   std::string vgpuConfigName{kDefaultVgpuConfigName};
   // Called once per device as it moves (not in dry runs).
   std::function<void(const DeviceMove&, const Status&)> onDevice;
@@ -53,10 +54,12 @@ struct Convergence {
   Status status;  // ok, or the error that stopped the run (host left as it was)
 };
 
-// The vGPU config: the named config of FILE, or nullopt for the embedded defaults. Errors name
-// the file, the config and the fix (exit 2).
+// The vGPU config: the named config of FILE, or nullopt for the embedded defaults. FILE is a file
+// on this machine, or with `host` a host path read through it. Errors name the file, the config
+// and the fix (exit 2).
 Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::string& file,
-                                                                   const std::string& name);
+                                                                   const std::string& name,
+                                                                   const Host* host = nullptr);
 
 // Converges the host behind `k` to `opt.mode`. After a real run that succeeds, the mode is
 // recorded in run/hostprep/last-mode (the status document's desired mode when no config names

@@ -95,8 +95,8 @@ Status Agent::convergeNow() {
   co.unbindTimeout = opt_.unbindTimeout;
   co.holderNodes = config_.holderGlob();
   // The vGPU config file is a host path (under --root).
-  if (!config_.vgpuConfigFile.empty())
-    co.vgpuConfigFile = k_.host.resolve(config_.vgpuConfigFile).string();
+  co.vgpuConfigFile = config_.vgpuConfigFile;
+  co.vgpuConfigOnHost = true;
   co.vgpuConfigName = config_.vgpuConfigName;
   co.onDevice = [](const DeviceMove& mv, const Status& s) {
     if (s) {

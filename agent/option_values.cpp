@@ -2,8 +2,8 @@
 
 #include <cctype>
 
-#include "drivers/names.hpp"
 #include "drivers/text.hpp"
+#include "drivers/validate.hpp"
 
 namespace hostprep {
 namespace {

@@ -53,7 +53,7 @@ std::optional<PreflightOutcome> preflightOutcome(const Host& host, const Snapsho
 // A document and the snapshot it points into (not copyable: the document holds pointers).
 struct Observation {
   Snapshot snapshot;
-  VgpuState vgpu;
+  VgpuHost vgpu;
   StatusDocument doc;
   Observation() = default;
   Observation(const Observation&) = delete;

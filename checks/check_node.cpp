@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "checks/operands.hpp"
-#include "drivers/naming.hpp"
+#include "drivers/resource_names.hpp"
 #include "drivers/text.hpp"
 #include "drivers/vgpu_profiles.hpp"
 

@@ -30,7 +30,8 @@ struct Finding {
   std::string fix;
 };
 
-// What kind of workload a resource name belongs to (DOMAIN.md §2).
+// What kind of workload a resource name belongs to (NVIDIA/kubevirt-gpu-device-plugin, and
+// the GPU Operator's device plugins).
 enum class ResourceKind {
   kContainer,    // nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-*
   kPassthrough,  // nvidia.com/GA102GL_A10, or the raw id nvidia.com/2236

@@ -1,4 +1,4 @@
-// The operands the GPU Operator deploys per workload mode (DOMAIN.md §1, from the operator's
+// The operands the GPU Operator deploys per workload mode (NVIDIA/gpu-operator,
 // controllers/state_manager.go): ONE data table. Each operand is switched on for a node by the
 // label nvidia.com/gpu.deploy.<operand>=true, which the operator writes from the node's mode.
 #pragma once

@@ -1,7 +1,7 @@
-// The vgpu-device-manager config as check-node reads it (DOMAIN.md §3): the file itself, or the
-// ConfigMap the GPU Operator ships it in (kind: ConfigMap, the config under data."config.yaml").
-// The config is parsed by drivers/vgpu_config, the same parser `prepare --mode vm-vgpu` uses, so
-// the cluster side accepts and refuses exactly what the node side does.
+// The vgpu-device-manager config as check-node reads it (NVIDIA/vgpu-device-manager): the file
+// itself, or the ConfigMap the GPU Operator ships it in (kind: ConfigMap, the config under
+// data."config.yaml"). The config is parsed by drivers/vgpu_config, the same parser `prepare --mode
+// vm-vgpu` uses, so the cluster side accepts and refuses exactly what the node side does.
 #pragma once
 
 #include <string_view>

@@ -19,10 +19,15 @@ namespace {
 
 using std::chrono::milliseconds;
 
-DeviceState readState(const Host& host, const Bdf& bdf) {
+// The driver and override of a device as the kernel shows them now. A device that is gone is an
+// error, not a device without a driver: it must not verify as having left vfio.
+Result<DeviceState> readState(const Host& host, const Bdf& bdf) {
   auto f = readPciFunction(host, bdf);
-  if (!f) return {};
-  return {f->driver, f->driverOverride};
+  if (!f) {
+    return sysError("the device is gone from /" + pciDevicePath(bdf), ENODEV,
+                    "it was removed or fell off the bus; see dmesg");
+  }
+  return DeviceState{f->driver, f->driverOverride};
 }
 
 Error stepError(const Step& st, const Error& cause, std::string advice = {}) {
@@ -98,6 +103,19 @@ std::vector<MdevType> liveMdevTypes(const Host& h, const Bdf& parent) {
   return out;
 }
 
+// The step's vGPU type matched none of `types` (ENOENT: "<none> vGPU type X (<listed>: ...)") or
+// several of them (EINVAL: "matches more than one ...").
+template <class T>
+Error unmatchedType(const Step& st, const std::vector<T>& types, size_t matches, const char* none,
+                    const char* listed, std::string advice = {}) {
+  return stepError(
+      st,
+      sysError(std::string(matches == 0 ? none : "matches more than one") + " vGPU type " + st.arg +
+                   " (" + listed + ": " + describeVgpuTypes(types) + ")",
+               matches == 0 ? ENOENT : EINVAL),
+      std::move(advice));
+}
+
 Status createVgpu(Host& h, const Step& st) {
   const Bdf& parent = *st.bdf;
   const std::string mdevDir = hostPath(pciDevicePath(parent), "mdev_supported_types");
@@ -115,13 +133,7 @@ Status createVgpu(Host& h, const Step& st) {
       return stepError(st, sysError("bad mdev UUID '" + st.uuid + "'", EINVAL));
     auto types = liveMdevTypes(h, parent);
     auto m = matchVgpuTypes(types, st.arg);
-    if (m.size() != 1) {
-      return stepError(
-          st,
-          sysError(std::string(m.empty() ? "does not offer" : "matches more than one") +
-                       " vGPU type " + st.arg + " (it offers: " + describeVgpuTypes(types) + ")",
-                   m.empty() ? ENOENT : EINVAL));
-    }
+    if (m.size() != 1) return unmatchedType(st, types, m.size(), "does not offer", "it offers");
     const MdevType& t = types[m[0]];
     const std::string dev = hostPath(kMdevDevices, st.uuid);
     if (h.exists(dev)) {
@@ -146,12 +158,8 @@ Status createVgpu(Host& h, const Step& st) {
   auto offered = parseCreatableVgpuTypes(h.read(creatable).value_or(""));
   auto c = matchVgpuTypes(offered, st.arg);
   if (c.size() != 1) {
-    return stepError(
-        st,
-        sysError(std::string(c.empty() ? "cannot create" : "matches more than one") +
-                     " vGPU type " + st.arg + " (creatable: " + describeVgpuTypes(offered) + ")",
-                 c.empty() ? ENOENT : EINVAL),
-        "another vGPU type or VM holds the GPU; see 'hostprep status'");
+    return unmatchedType(st, offered, c.size(), "cannot create", "creatable",
+                         "another vGPU type or VM holds the GPU; see 'hostprep status'");
   }
   const std::string id = offered[c[0]].id;
   const std::string now = readTrimmed(h, current).value_or("0");
@@ -206,7 +214,9 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
           !s) {
         return stepError(st, s.error());
       }
-      auto now = readState(h, *st.bdf).driverOverride.value_or("");
+      auto state = readState(h, *st.bdf);
+      if (!state) return stepError(st, state.error());
+      auto now = state->driverOverride.value_or("");
       if (now != st.arg) {
         return stepError(st, sysError("driver_override reads '" + now + "'", EIO));
       }
@@ -237,7 +247,9 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
       return {};
     }
     case StepKind::kVerifyDriver: {
-      auto now = readState(h, *st.bdf).driver.value_or("");
+      auto state = readState(h, *st.bdf);
+      if (!state) return stepError(st, state.error());
+      auto now = state->driver.value_or("");
       const bool ok = st.arg.empty() ? (now.empty() || !isVfioDriver(now)) : now == st.arg;
       if (!ok) {
         std::string got = now.empty() ? "no driver" : now;
@@ -344,15 +356,16 @@ Status restoreNumVfs(Kernel& k, const Bdf& pf, int want, const ApplyOptions& opt
   auto s = write();
   if (s) return {};
   if (s.error().err != ENOENT) return fail(s.error());
-  const DeviceState before = readState(h, pf);
+  const auto before = readState(h, pf);
+  if (!before) return fail(before.error());
   if (h.exists(unbindLockPath(pf))) (void)h.writeAttr(unbindLockPath(pf), "1");
   if (auto r = restoreDevice(k, pf, {std::string("pci-pf-stub"), std::string("pci-pf-stub")}, opt);
       !r) {
-    (void)restoreDevice(k, pf, before, opt);
+    (void)restoreDevice(k, pf, *before, opt);
     return fail(r.error());
   }
   s = write();
-  auto back = restoreDevice(k, pf, before, opt);
+  auto back = restoreDevice(k, pf, *before, opt);
   if (!s) return fail(s.error());
   if (!back) return back;
   return {};
@@ -444,7 +457,9 @@ Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const A
   };
   if (auto v = checkDeviceState(bdf.str() + ": original state", want); !v) return v;
   if (!h.exists(dev)) return sysError(bdf.str() + ": the device is gone", ENODEV);
-  DeviceState cur = readState(h, bdf);
+  auto read = readState(h, bdf);
+  if (!read) return fail("read", read.error());
+  const DeviceState cur = *read;
   if (cur == want) return {};
   if (auto v = checkDeviceState(bdf.str() + ": current state", cur); !v) return v;
   if (cur.driverOverride != want.driverOverride) {
@@ -458,15 +473,22 @@ Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const A
         h.writeAttr(hostPath(pciDriverPath(*cur.driver), "unbind"), bdf.str(), opt.unbindTimeout);
     if (!s && s.error().err != ENODEV) return fail("unbind from " + *cur.driver, s.error());
   }
-  if (want.driver && readState(h, bdf).driver != want.driver) {
+  // Whether the device is on `want`'s driver now (false when it is gone).
+  auto onWanted = [&] {
+    auto now = readState(h, bdf);
+    return now && now->driver == want.driver;
+  };
+  if (want.driver && !onWanted()) {
     if (!h.exists(pciDriverPath(*want.driver))) {
       if (auto s = k.modules.load(*want.driver); !s) return fail("load", s.error());
     }
     auto s =
         h.writeAttr(hostPath(pciDriverPath(*want.driver), "bind"), bdf.str(), opt.unbindTimeout);
-    if (!s && readState(h, bdf).driver != want.driver) return fail("bind", s.error());
+    if (!s && !onWanted()) return fail("bind", s.error());
   }
-  DeviceState now = readState(h, bdf);
+  auto after = readState(h, bdf);
+  if (!after) return fail("read", after.error());
+  const DeviceState& now = *after;
   if (now != want) {
     return sysError(bdf.str() + ": restored, but it is on " + now.driver.value_or("no driver") +
                         " with override " + now.driverOverride.value_or("(none)"),

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -15,8 +16,9 @@
 #include <mutex>
 #include <vector>
 
-#include "drivers/names.hpp"
+#include "drivers/c_handle.hpp"
 #include "drivers/text.hpp"
+#include "drivers/validate.hpp"
 
 namespace hostprep {
 namespace {
@@ -196,7 +198,7 @@ Result<std::string> RootHost::readLink(std::string_view path) const {
 Result<std::vector<std::string>> RootHost::list(std::string_view dir) const {
   if (auto e = unsafePath(dir)) return *e;
   const std::string p = resolve(dir);
-  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(p.c_str()), &::closedir);
+  CHandle<DIR, ::closedir> d(::opendir(p.c_str()));
   if (!d) return sysError("cannot list " + p, errno);
   std::vector<std::string> names;
   while (dirent* e = ::readdir(d.get())) {
@@ -212,6 +214,14 @@ bool RootHost::exists(std::string_view path) const {
   if (unsafePath(path)) return false;
   struct stat st {};
   return ::lstat(resolve(path).c_str(), &st) == 0;
+}
+
+Result<FileOwnership> RootHost::ownership(std::string_view path) const {
+  if (auto e = unsafePath(path)) return *e;
+  const std::string p = resolve(path);
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return sysError("cannot stat " + p, errno);
+  return FileOwnership{st.st_uid, st.st_mode};
 }
 
 Result<std::string> RootHost::readAttr(std::string_view path,
@@ -289,6 +299,23 @@ Status RootHost::removeFile(std::string_view path) {
   const std::string p = resolve(path);
   if (::unlink(p.c_str()) != 0 && errno != ENOENT) return sysError("cannot remove " + p, errno);
   return {};
+}
+
+Result<FileLock> RootHost::tryLock(std::string_view path) {
+  if (auto e = unsafePath(path)) return *e;
+  const std::string p = resolve(path);
+  int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return sysError("cannot open lock " + p, errno);
+  FileLock lock(fd);
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    return sysError("cannot lock " + p, errno);
+  }
+  return lock;
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 std::optional<std::string> readTrimmed(const Host& host, std::string_view path) {

@@ -21,6 +21,25 @@ namespace hostprep {
 // Never trust st_size on sysfs: read to EOF, but never more than this.
 inline constexpr size_t kDefaultReadCap = 1u << 20;
 
+// Who owns a file and its permission bits (stat(2) st_uid, st_mode).
+struct FileOwnership {
+  uid_t owner = 0;
+  mode_t mode = 0;
+};
+
+// An exclusive lock on a file (flock(2) LOCK_EX), held until destroyed.
+class FileLock {
+ public:
+  explicit FileLock(int fd) : fd_(fd) {}
+  FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FileLock& operator=(FileLock&&) = delete;
+  FileLock(const FileLock&) = delete;
+  ~FileLock();
+
+ private:
+  int fd_ = -1;
+};
+
 class Host {
  public:
   virtual ~Host() = default;
@@ -37,6 +56,8 @@ class Host {
   // Names in a directory, sorted; ENOENT when absent.
   virtual Result<std::vector<std::string>> list(std::string_view dir) const = 0;
   virtual bool exists(std::string_view path) const = 0;
+  // The owner and mode of a file, following symbolic links.
+  virtual Result<FileOwnership> ownership(std::string_view path) const = 0;
   // A read of a kernel attribute that may block: a PCI device's driver_override and sriov_numvfs
   // take the device lock, which a pending unbind holds for as long as the driver's remove()
   // runs. The read runs in a child process; one the kernel has not answered in time returns
@@ -56,6 +77,9 @@ class Host {
                                  mode_t mode = 0644) = 0;
   virtual Status makeDirs(std::string_view path, mode_t mode = 0755) = 0;
   virtual Status removeFile(std::string_view path) = 0;
+  // Takes an exclusive lock on a file hostprep owns, creating it (mode 0600) when absent, without
+  // waiting: EWOULDBLOCK when another holder has it.
+  virtual Result<FileLock> tryLock(std::string_view path) = 0;
 };
 
 // The real operating system under a root directory.
@@ -68,6 +92,7 @@ class RootHost final : public Host {
   Result<std::string> readLink(std::string_view path) const override;
   Result<std::vector<std::string>> list(std::string_view dir) const override;
   bool exists(std::string_view path) const override;
+  Result<FileOwnership> ownership(std::string_view path) const override;
   Result<std::string> readAttr(std::string_view path,
                                std::chrono::milliseconds timeout) const override;
   Status writeAttr(std::string_view path, std::string_view data,
@@ -75,6 +100,7 @@ class RootHost final : public Host {
   Status writeFileAtomic(std::string_view path, std::string_view data, mode_t mode = 0644) override;
   Status makeDirs(std::string_view path, mode_t mode = 0755) override;
   Status removeFile(std::string_view path) override;
+  Result<FileLock> tryLock(std::string_view path) override;
 
  private:
   std::filesystem::path root_;

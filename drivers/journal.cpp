@@ -1,16 +1,12 @@
 #include "drivers/journal.hpp"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "drivers/names.hpp"
 #include "drivers/snapshot.hpp"
+#include "drivers/validate.hpp"
 
 namespace hostprep {
 namespace {
@@ -290,26 +286,19 @@ Status writeJournal(Host& host, const Journal& j) {
 
 Status removeJournal(Host& host) { return host.removeFile(kJournalPath); }
 
-RunLock::~RunLock() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 Result<RunLock> RunLock::acquire(Host& host, std::chrono::milliseconds timeout) {
   if (auto s = host.makeDirs(kStateDir, 0700); !s) return s.error();
-  const std::string path = host.resolve(kLockPath).string();
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return sysError("cannot open lock " + path, errno);
-  RunLock lock(fd);
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK && errno != EINTR) return sysError("cannot lock " + path, errno);
+  for (;;) {
+    auto lock = host.tryLock(kLockPath);
+    if (lock) return RunLock(std::move(*lock));
+    if (lock.error().err != EWOULDBLOCK) return lock.error();
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Error{"another hostprep run holds " + path, EWOULDBLOCK,
+      return Error{"another hostprep run holds " + host.resolve(kLockPath).string(), EWOULDBLOCK,
                    "wait for it to finish, or raise --lock-timeout", Exit::kRefused};
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return lock;
 }
 
 std::set<Bdf> pendingUnbinds(const Host& host) {

@@ -54,20 +54,15 @@ Result<std::optional<Journal>> readJournal(const Host& host);
 Status writeJournal(Host& host, const Journal& j);
 Status removeJournal(Host& host);
 
-// An exclusive flock on <root>/run/hostprep/lock, released when destroyed.
+// An exclusive lock on run/hostprep/lock (Host::tryLock), released when destroyed.
 class RunLock {
  public:
-  RunLock(RunLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  RunLock& operator=(RunLock&&) = delete;
-  RunLock(const RunLock&) = delete;
-  ~RunLock();
-
   // Waits up to `timeout` for another run to finish.
   static Result<RunLock> acquire(Host& host, std::chrono::milliseconds timeout);
 
  private:
-  explicit RunLock(int fd) : fd_(fd) {}
-  int fd_ = -1;
+  explicit RunLock(FileLock lock) : lock_(std::move(lock)) {}
+  FileLock lock_;
 };
 
 // Devices whose unbind the journal records as pending (it timed out) and that are still

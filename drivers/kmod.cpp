@@ -4,20 +4,14 @@
 #include <linux/magic.h>
 #include <sys/vfs.h>
 
+#include "drivers/c_handle.hpp"
+
 namespace hostprep {
 namespace {
 
-struct CtxDeleter {
-  void operator()(kmod_ctx* c) const { kmod_unref(c); }
-};
-struct ModDeleter {
-  void operator()(kmod_module* m) const { kmod_module_unref(m); }
-};
-struct ListDeleter {
-  void operator()(kmod_list* l) const { kmod_module_unref_list(l); }
-};
-using CtxPtr = std::unique_ptr<kmod_ctx, CtxDeleter>;
-using ListPtr = std::unique_ptr<kmod_list, ListDeleter>;
+using CtxPtr = CHandle<kmod_ctx, kmod_unref>;
+using ModPtr = CHandle<kmod_module, kmod_module_unref>;
+using ListPtr = CHandle<kmod_list, kmod_module_unref_list>;
 
 class KmodLoader final : public ModuleLoader {
  public:
@@ -44,7 +38,7 @@ class KmodLoader final : public ModuleLoader {
     }
     kmod_list* it = nullptr;
     kmod_list_foreach(it, list.get()) {
-      std::unique_ptr<kmod_module, ModDeleter> mod(kmod_module_get_module(it));
+      ModPtr mod(kmod_module_get_module(it));
       int err = kmod_module_probe_insert_module(mod.get(), 0, nullptr, nullptr, nullptr, nullptr);
       if (err < 0) {
         return sysError("cannot load module " + module, -err,
@@ -59,7 +53,7 @@ class KmodLoader final : public ModuleLoader {
     if (!list) return false;
     kmod_list* it = nullptr;
     kmod_list_foreach(it, list.get()) {
-      std::unique_ptr<kmod_module, ModDeleter> mod(kmod_module_get_module(it));
+      ModPtr mod(kmod_module_get_module(it));
       if (kmod_module_get_path(mod.get()) != nullptr) return true;
       if (kmod_module_get_initstate(mod.get()) == KMOD_MODULE_BUILTIN) return true;
     }

@@ -1,7 +1,7 @@
 // Boot persistence: what keeps the host driver away from passthrough GPUs from the first boot
 // stage, before hostprep-prepare.service runs. vfio-pci claims the ids at load, softdeps load
 // vfio-pci before the drivers that would grab the devices, and the modules go into the
-// initramfs (vfio-pci.ids is ignored when vfio-pci is missing there, DOMAIN.md §5). A pure plan
+// initramfs (vfio-pci.ids is a module parameter, read only when vfio-pci loads). A pure plan
 // of file contents, then an apply through the Host seam.
 #pragma once
 

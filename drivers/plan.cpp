@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <set>
 
-#include "drivers/names.hpp"
-#include "drivers/naming.hpp"
+#include "drivers/resource_names.hpp"
 #include "drivers/text.hpp"
+#include "drivers/validate.hpp"
 #include "drivers/vgpu_profiles.hpp"
 
 namespace hostprep {

@@ -104,7 +104,7 @@ struct Plan {
 // cross-check against `hostprep status` after a run.
 std::map<std::string, int> expectedAdvertised(const Plan& plan);
 // Is this step well-formed: a device step has its device, a driver or module argument is a valid
-// name (names.hpp), a group is 0..999999? The executor checks every step before it runs it and
+// name (validate.hpp), a group is 0..999999? The executor checks every step before it runs it and
 // the journal parser checks every step it reads, so no name reaches a path unchecked.
 Status checkStep(const Step& st);
 // Are a device state's driver and override valid names? `what` names the device in the error.

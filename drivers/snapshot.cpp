@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "drivers/journal.hpp"
-#include "drivers/names.hpp"
 #include "drivers/text.hpp"
+#include "drivers/validate.hpp"
 
 namespace hostprep {
 namespace {

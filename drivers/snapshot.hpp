@@ -49,7 +49,7 @@ Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
                                  const std::set<Bdf>& changed);
 
 // Names read from sysfs are kept as the kernel shows them (a driver link's name may be anything a
-// hostile or broken root holds); whoever turns one into a path validates it first (names.hpp).
+// hostile or broken root holds); whoever turns one into a path validates it first (validate.hpp).
 
 // Reads one PCI function (used by the executor to verify a step against the live kernel).
 // lockHeld: an unbind of it is pending; skip what takes the device lock (unbindPending = true).

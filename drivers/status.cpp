@@ -5,9 +5,9 @@
 #include <set>
 
 #include "drivers/journal.hpp"
-#include "drivers/naming.hpp"
 #include "drivers/parsers.hpp"
 #include "drivers/plan.hpp"
+#include "drivers/resource_names.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {
@@ -46,16 +46,23 @@ bool isPluginVfioDriver(const std::optional<std::string>& d) {
   return d && (*d == "vfio-pci" || *d == "nvgrace_gpu_vfio_pci" || *d == "nvgrace-gpu-vfio-pci");
 }
 
+// The mark of the vGPU host driver: the function offers vGPU types (mdev types, or a per-VF
+// creatable_vgpu_types file).
+bool vgpuCapable(const VgpuParent& p) { return !p.mdevTypes.empty() || p.perVf; }
+
 // A GPU is a vGPU host when it, or one of its VFs, offers vGPU types or carries a vGPU.
-bool isVgpuHost(const PciFunction& gpu, const VgpuState& v) {
+bool isVgpuHost(const PciFunction& gpu, const VgpuHost& v) {
   auto related = [&](const Bdf& b) {
     return b == gpu.bdf ||
            std::find(gpu.virtfns.begin(), gpu.virtfns.end(), b) != gpu.virtfns.end();
   };
-  for (const auto& b : v.vgpuCapable) {
-    if (related(b)) return true;
+  for (const auto& [b, p] : v.parents) {
+    if (vgpuCapable(p) && related(b)) return true;
   }
   for (const auto& d : v.devices) {
+    if (related(d.parent)) return true;
+  }
+  for (const auto& d : v.otherMdevs) {
     if (d.parent && related(*d.parent)) return true;
   }
   return false;
@@ -98,7 +105,7 @@ Condition makeCondition(const StatusInputs& in, std::string type, ConditionStatu
 }
 
 // Every member of a group given to vfio must be driverless, on vfio, on pci-stub, or a bridge,
-// or opening the group fails ("group N is not viable", DOMAIN.md §4).
+// or opening the group fails ("group N is not viable"; kernel Documentation/driver-api/vfio.rst).
 std::vector<std::string> nonViableGroups(const Snapshot& s, const Selection& sel) {
   std::set<int> groups;
   for (const auto& t : sel.targets) {
@@ -165,7 +172,23 @@ std::string_view toString(ConditionStatus s) {
   return "Unknown";
 }
 
-std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuState& v,
+std::vector<ObservedVgpu> observedVgpus(const VgpuHost& v) {
+  std::vector<ObservedVgpu> mdevs, perVf;
+  for (const auto& d : v.devices) {
+    ObservedVgpu o{d.iface, d.uuid, d.parent, d.typeId, d.typeName};
+    if (d.iface == VgpuInterface::kPerVf && o.typeName.empty()) o.typeName = o.typeId;
+    (d.iface == VgpuInterface::kMdev ? mdevs : perVf).push_back(std::move(o));
+  }
+  for (const auto& d : v.otherMdevs)
+    mdevs.push_back({VgpuInterface::kMdev, d.uuid, d.parent, d.typeId, d.typeName});
+  std::sort(mdevs.begin(), mdevs.end(), [](auto& a, auto& b) { return a.uuid < b.uuid; });
+  std::stable_sort(perVf.begin(), perVf.end(),
+                   [](auto& a, auto& b) { return a.parent < b.parent; });
+  mdevs.insert(mdevs.end(), perVf.begin(), perVf.end());
+  return mdevs;
+}
+
+std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuHost& v,
                                                const Selection& sel, std::string_view hostDriver,
                                                const std::optional<std::string>& pciIds) {
   std::map<std::string, int> out;
@@ -176,7 +199,7 @@ std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuStat
     if (!seenGroups.insert(*f.iommuGroup).second) continue;
     ++out[passthroughResourceName(pciIds.value_or(""), f.id.device)];
   }
-  for (const auto& d : v.devices) {
+  for (const auto& d : observedVgpus(v)) {
     if (!d.typeName.empty()) ++out[vgpuResourceName(d.typeName)];
   }
   int gpus = 0;
@@ -189,7 +212,7 @@ std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuStat
   return out;
 }
 
-ActualMode actualMode(const Snapshot& s, const VgpuState& v, const Selection& sel,
+ActualMode actualMode(const Snapshot& s, const VgpuHost& v, const Selection& sel,
                       std::string_view hostDriver) {
   std::set<ActualMode> seen;
   for (const auto& t : sel.targets) {
@@ -224,7 +247,7 @@ std::vector<const StatusDevice*> StatusDocument::drift() const {
   return out;
 }
 
-StatusDocument buildStatus(const Snapshot& s, const VgpuState& v, const StatusInputs& in) {
+StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInputs& in) {
   StatusDocument d;
   d.nodeName = in.nodeName;
   d.observedTime = in.observedTime;
@@ -257,7 +280,10 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuState& v, const StatusIn
     }
     d.devices.push_back(std::move(dev));
   }
-  for (const auto& vg : v.devices) d.vgpu.push_back({vg, vgpuResourceName(vg.typeName)});
+  for (auto& vg : observedVgpus(v)) {
+    std::string resource = vgpuResourceName(vg.typeName);
+    d.vgpu.push_back({std::move(vg), std::move(resource)});
+  }
 
   // 2. Mode, advertised resources.
   d.actualMode = actualMode(s, v, selection, in.selection.hostDriver);

@@ -17,7 +17,7 @@
 #include "drivers/mode.hpp"
 #include "drivers/selection.hpp"
 #include "drivers/snapshot.hpp"
-#include "drivers/vgpu_state.hpp"
+#include "drivers/vgpu.hpp"
 
 namespace hostprep {
 
@@ -48,6 +48,21 @@ struct StatusDevice {
   std::optional<std::string> wantedDriver;  // nullopt: any driver but vfio, or not judged
   std::optional<bool> onWantedDriver;       // nullopt: no desired mode (or a VF outside vm-vgpu)
 };
+
+// A vGPU device as the status reports it; `parent` is unset for an mdev whose parent is not a PCI
+// function (the mtty sample, say).
+struct ObservedVgpu {
+  VgpuInterface interface = VgpuInterface::kMdev;
+  std::string uuid;           // mdev UUID; empty for a per-VF vGPU
+  std::optional<Bdf> parent;  // the PCI function it lives on (PF on Turing, VF on Ampere+)
+  std::string typeId;         // mdev type directory ("nvidia-558") or per-VF type id ("1428")
+  std::string typeName;       // "NVIDIA A10-12Q"; for a per-VF id with no listed name, the id
+  bool operator==(const ObservedVgpu&) const = default;
+};
+
+// The vGPU devices of the host as the status lists them: mdev devices by UUID (on any parent),
+// then per-VF vGPUs by VF address.
+std::vector<ObservedVgpu> observedVgpus(const VgpuHost& v);
 
 struct StatusVgpu {
   ObservedVgpu device;
@@ -92,7 +107,8 @@ struct StatusDocument {
   const Condition* condition(std::string_view type) const;
 };
 
-// What the device plugins advertise on this host (DOMAIN.md §2), the way they compute it:
+// What the device plugins advertise on this host (NVIDIA/kubevirt-gpu-device-plugin,
+// pkg/device_plugin/), the way they compute it:
 // - the sandbox plugin walks PCI functions in address order, keeps vendor 10de bound to vfio-pci
 //   (or nvgrace_gpu_vfio_pci) and counts one device per IOMMU group, under the resource of the
 //   first such function of the group: a vfio-bound companion in a group of its own (or whose GPU
@@ -100,17 +116,17 @@ struct StatusDocument {
 // - each mdev device counts under its mdev_type/name, each per-VF vGPU under its type name;
 // - the NVIDIA device plugin (container mode) counts `nvidia.com/gpu` per selected GPU on the
 //   host driver that is not a vGPU host.
-std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuState& v,
+std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuHost& v,
                                                const Selection& sel, std::string_view hostDriver,
                                                const std::optional<std::string>& pciIds);
 
 // The mode the selected GPUs are in: all on vfio -> vm-passthrough; all on the host driver ->
 // container, or vm-vgpu where the driver offers vGPU types or vGPUs exist; a mix -> mixed; no
 // GPU, or GPUs on no/another driver -> none.
-ActualMode actualMode(const Snapshot& s, const VgpuState& v, const Selection& sel,
+ActualMode actualMode(const Snapshot& s, const VgpuHost& v, const Selection& sel,
                       std::string_view hostDriver);
 
-StatusDocument buildStatus(const Snapshot& s, const VgpuState& v, const StatusInputs& in);
+StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInputs& in);
 
 nlohmann::ordered_json toJson(const StatusDocument& d);
 std::string nfdFeatures(const StatusDocument& d);     // NFD local source, features.d format

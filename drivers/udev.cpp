@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "drivers/c_handle.hpp"
+
 namespace hostprep {
 
 bool isWatchedEvent(const DeviceEvent& e) {
@@ -14,22 +16,15 @@ bool isWatchedEvent(const DeviceEvent& e) {
 
 namespace {
 
-struct UdevUnref {
-  void operator()(udev* u) const { udev_unref(u); }
-};
-struct MonitorUnref {
-  void operator()(udev_monitor* m) const { udev_monitor_unref(m); }
-};
-struct DeviceUnref {
-  void operator()(udev_device* d) const { udev_device_unref(d); }
-};
+using UdevPtr = CHandle<udev, udev_unref>;
+using MonitorPtr = CHandle<udev_monitor, udev_monitor_unref>;
+using DevicePtr = CHandle<udev_device, udev_device_unref>;
 
 std::string str(const char* s) { return s ? std::string(s) : std::string(); }
 
 class KernelMonitor final : public EventSource {
  public:
-  KernelMonitor(std::unique_ptr<udev, UdevUnref> u, std::unique_ptr<udev_monitor, MonitorUnref> m)
-      : udev_(std::move(u)), mon_(std::move(m)) {}
+  KernelMonitor(UdevPtr u, MonitorPtr m) : udev_(std::move(u)), mon_(std::move(m)) {}
 
   int fd() const override { return udev_monitor_get_fd(mon_.get()); }
 
@@ -39,7 +34,7 @@ class KernelMonitor final : public EventSource {
     // or "overflowed" (ENOBUFS): events were lost, which the caller hears as kEventsLost.
     for (int i = 0; i < 4096; ++i) {
       errno = 0;
-      std::unique_ptr<udev_device, DeviceUnref> d(udev_monitor_receive_device(mon_.get()));
+      DevicePtr d(udev_monitor_receive_device(mon_.get()));
       if (!d) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == 0) break;
         if (errno == ENOBUFS) out.push_back(DeviceEvent{std::string(kEventsLost), {}, {}, {}});
@@ -53,16 +48,16 @@ class KernelMonitor final : public EventSource {
   }
 
  private:
-  std::unique_ptr<udev, UdevUnref> udev_;
-  std::unique_ptr<udev_monitor, MonitorUnref> mon_;
+  UdevPtr udev_;
+  MonitorPtr mon_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<EventSource>> openKernelEventMonitor() {
-  std::unique_ptr<udev, UdevUnref> u(udev_new());
+  UdevPtr u(udev_new());
   if (!u) return sysError("udev: cannot create a context", errno);
-  std::unique_ptr<udev_monitor, MonitorUnref> m(udev_monitor_new_from_netlink(u.get(), "kernel"));
+  MonitorPtr m(udev_monitor_new_from_netlink(u.get(), "kernel"));
   if (!m) {
     return sysError("udev: cannot open the kernel uevent socket", errno,
                     "the agent needs AF_NETLINK (RestrictAddressFamilies) and the host's network "

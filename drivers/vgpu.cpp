@@ -160,50 +160,76 @@ std::vector<const VgpuDevice*> VgpuHost::devicesOn(const Bdf& p) const {
   return out;
 }
 
-std::vector<VgpuDevice> readVgpuDevices(const Host& host, const std::vector<Bdf>& parents) {
-  std::vector<VgpuDevice> out;
-  auto wanted = [&](const Bdf& b) {
-    return std::find(parents.begin(), parents.end(), b) != parents.end();
-  };
-  if (auto uuids = host.list(kMdevDevices)) {
-    for (const auto& u : *uuids) {
-      if (!isValidUuid(u)) continue;
-      const std::string dev = hostPath(kMdevDevices, u);
-      auto link = host.readLink(dev);  // ../../../devices/pci0000:3b/0000:3b:00.4/<uuid>
-      if (!link) continue;
-      auto parts = split(*link, '/');
-      if (parts.size() < 2) continue;
-      auto parent = parseBdf(parts[parts.size() - 2]);
-      if (!parent || !wanted(*parent)) continue;
-      VgpuDevice d{VgpuInterface::kMdev,
-                   *parent,
-                   u,
-                   readLinkName(host, hostPath(dev, "mdev_type")).value_or(""),
-                   readTrimmed(host, hostPath(dev, "mdev_type", "name")).value_or(""),
-                   std::nullopt};
-      if (auto g = readLinkName(host, hostPath(dev, "iommu_group"))) {
-        if (auto v = parseUnsigned(*g); v && *v < 1'000'000) d.group = static_cast<int>(*v);
-      }
-      out.push_back(std::move(d));
-    }
+namespace {
+
+std::optional<int> groupOf(const Host& host, const std::string& dev) {
+  if (auto g = readLinkName(host, hostPath(dev, "iommu_group"))) {
+    if (auto v = parseUnsigned(*g); v && *v < 1'000'000) return static_cast<int>(*v);
   }
+  return std::nullopt;
+}
+
+// Every mdev device of the host. Those on one of `parents` go to `out`; the rest, when `others`
+// is given, to `others`.
+void readMdevDevices(const Host& host, const std::vector<Bdf>& parents,
+                     std::vector<VgpuDevice>& out, std::vector<OtherMdev>* others) {
+  auto uuids = host.list(kMdevDevices);
+  if (!uuids) return;
+  for (const auto& u : *uuids) {
+    if (!isValidUuid(u)) continue;
+    const std::string dev = hostPath(kMdevDevices, u);
+    // ../../../devices/pci0000:3b/0000:3b:00.4/<uuid>: the parent is the component before the
+    // UUID (the device plugin reads it the same way).
+    auto link = host.readLink(dev);
+    auto parts = link ? split(*link, '/') : std::vector<std::string_view>{};
+    auto parent = parts.size() < 2 ? std::nullopt : parseBdf(parts[parts.size() - 2]);
+    const bool wanted =
+        parent && std::find(parents.begin(), parents.end(), *parent) != parents.end();
+    if (!wanted && !others) continue;
+    std::string typeId = readLinkName(host, hostPath(dev, "mdev_type")).value_or("");
+    std::string typeName = readTrimmed(host, hostPath(dev, "mdev_type", "name")).value_or("");
+    if (!wanted) {
+      others->push_back({u, parent, std::move(typeId), std::move(typeName)});
+      continue;
+    }
+    out.push_back({VgpuInterface::kMdev, *parent, u, std::move(typeId), std::move(typeName),
+                   groupOf(host, dev)});
+  }
+}
+
+// The per-VF vGPUs on `parents`: a current_vgpu_type that reads as a non-zero id, named from
+// creatable_vgpu_types or, when the active type dropped out of it, supported_vgpu_types.
+void readPerVfDevices(const Host& host, const std::vector<Bdf>& parents,
+                      std::vector<VgpuDevice>& out) {
   for (const auto& p : parents) {
     auto cur = readTrimmed(host, perVfPath(p, "current_vgpu_type"));
-    if (!cur || *cur == "0" || cur->empty()) continue;
-    VgpuDevice d{VgpuInterface::kPerVf, p, "", *cur, "", std::nullopt};
+    if (!cur) continue;
+    auto id = parseUnsigned(*cur);
+    if (!id || *id == 0) continue;
+    VgpuDevice d{VgpuInterface::kPerVf, p, "", std::to_string(*id), "", std::nullopt};
     for (const char* f : {"creatable_vgpu_types", "supported_vgpu_types"}) {
       for (const auto& t : parseCreatableVgpuTypes(host.read(perVfPath(p, f)).value_or(""))) {
-        if (t.id == *cur && d.typeName.empty()) d.typeName = t.name;
+        if (t.id == d.typeId && d.typeName.empty()) d.typeName = t.name;
       }
     }
-    if (auto g = readLinkName(host, hostPath(pciDevicePath(p), "iommu_group"))) {
-      if (auto v = parseUnsigned(*g); v && *v < 1'000'000) d.group = static_cast<int>(*v);
-    }
+    d.group = groupOf(host, pciDevicePath(p));
     out.push_back(std::move(d));
   }
-  std::sort(out.begin(), out.end(), [](const VgpuDevice& a, const VgpuDevice& b) {
+}
+
+void sortDevices(std::vector<VgpuDevice>& v) {
+  std::sort(v.begin(), v.end(), [](const VgpuDevice& a, const VgpuDevice& b) {
     return std::tie(a.parent, a.uuid, a.typeId) < std::tie(b.parent, b.uuid, b.typeId);
   });
+}
+
+}  // namespace
+
+std::vector<VgpuDevice> readVgpuDevices(const Host& host, const std::vector<Bdf>& parents) {
+  std::vector<VgpuDevice> out;
+  readMdevDevices(host, parents, out, nullptr);
+  readPerVfDevices(host, parents, out);
+  sortDevices(out);
   return out;
 }
 
@@ -235,7 +261,9 @@ VgpuHost readVgpuHost(const Host& host, const Snapshot& s) {
     if (host.exists(unbindLockPath(f.bdf))) v.unbindLocks.push_back(f.bdf);
     if (p.mdevParent || p.perVf) v.parents.emplace(f.bdf, std::move(p));
   }
-  v.devices = readVgpuDevices(host, all);
+  readMdevDevices(host, all, v.devices, &v.otherMdevs);
+  readPerVfDevices(host, all, v.devices);
+  sortDevices(v.devices);
   return v;
 }
 

@@ -1,4 +1,5 @@
-// vGPU devices on the host, both interfaces (DOMAIN.md §2-§4):
+// vGPU devices on the host, both interfaces (mdev: kernel
+// Documentation/driver-api/vfio-mediated-device.rst; per-VF: NVIDIA's vGPU software user guide):
 //  - mdev: parents listed in sys/class/mdev_bus/ (the PF on Turing and older, each SR-IOV VF on
 //    Ampere and newer); types in <parent>/mdev_supported_types/<id>/{name,available_instances};
 //    a device is created by writing a UUID to <type>/create and appears as
@@ -76,10 +77,22 @@ struct VgpuParent {
   std::string currentType = "0";      // nvidia/current_vgpu_type
 };
 
-// The vGPU view of the host, read once next to the Snapshot.
+// An mdev device whose parent is not among the host's PCI functions (the kernel's mtty sample
+// hangs off a virtual device): the status lists it, the plan never touches it.
+struct OtherMdev {
+  std::string uuid;
+  std::optional<Bdf> parent;  // the parent's name when it reads as a PCI address
+  std::string typeId;         // mdev type directory
+  std::string typeName;
+  bool operator==(const OtherMdev&) const = default;
+};
+
+// The vGPU view of the host, read once next to the Snapshot: the one reader of vGPU state, for
+// the plan, the executor and the status alike.
 struct VgpuHost {
   std::map<Bdf, VgpuParent> parents;  // every function with either interface
-  std::vector<VgpuDevice> devices;    // every existing vGPU device
+  std::vector<VgpuDevice> devices;    // every existing vGPU device on a PCI function
+  std::vector<OtherMdev> otherMdevs;  // mdev devices on anything else
   std::vector<Bdf> unbindLocks;       // GPUs with /proc/driver/nvidia/gpus/<BDF>/unbindLock
 
   const VgpuParent* parent(const Bdf& b) const;

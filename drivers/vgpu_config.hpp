@@ -1,4 +1,5 @@
-// vgpu-device-manager's configuration file, accepted as is (DOMAIN.md §3):
+// vgpu-device-manager's configuration file, accepted as is (NVIDIA/vgpu-device-manager, its
+// README and examples/):
 //
 //   version: v1
 //   vgpu-configs:

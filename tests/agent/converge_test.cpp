@@ -82,3 +82,21 @@ TEST_CASE("a dry run or a refused run records nothing", "[converge]") {
              Catch::Contains("pid 4242 (nvidia-persistenced) holds /dev/nvidia0"));
   CHECK_FALSE(held.kernel.exists(kLastSelectionPath));
 }
+
+TEST_CASE("the agent's vGPU config is a host path, read through the Host", "[converge][vgpu]") {
+  Fixture fx;
+  FakeKernel host(fx.root());
+  fx.write("etc/hostprep/vgpu.yaml",
+           "version: v1\nvgpu-configs:\n  a10:\n    - devices: all\n      vgpu-devices: "
+           "{A10-4Q: 2}\n");
+  auto cfg = loadVgpuConfig("/etc/hostprep/vgpu.yaml", "a10", &host);
+  REQUIRE(cfg);
+  REQUIRE(*cfg);
+  REQUIRE((*cfg)->size() == 1);
+  auto absent = loadVgpuConfig("etc/hostprep/absent.yaml", "a10", &host);
+  REQUIRE_FALSE(absent);
+  CHECK(absent.error().describe() == "--vgpu-config: cannot read " +
+                                         fx.path("etc/hostprep/absent.yaml").string() +
+                                         ": No such file or directory (check the path)");
+  CHECK(absent.error().exit == Exit::kUsage);
+}

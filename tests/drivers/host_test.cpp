@@ -107,3 +107,47 @@ TEST_CASE("a timed write the kernel answers late is reaped, not left a zombie", 
   int status = 0;
   CHECK(::waitpid(-1, &status, WNOHANG) <= 0);
 }
+
+TEST_CASE("ownership reads owner and mode through links, ENOENT when absent", "[host]") {
+  Fixture fx;
+  RootHost host(fx.root());
+  fx.write("etc/hostprep/config.yaml", "mode: container\n");
+  REQUIRE(::chmod(fx.path("etc/hostprep/config.yaml").c_str(), 0640) == 0);
+  fx.symlink("etc/hostprep/link.yaml", "config.yaml");
+  for (const char* p : {"etc/hostprep/config.yaml", "/etc/hostprep/link.yaml"}) {
+    INFO(p);
+    auto o = host.ownership(p);
+    REQUIRE(o);
+    CHECK(o->owner == ::geteuid());
+    CHECK((o->mode & 07777) == 0640);
+    CHECK(S_ISREG(o->mode));
+  }
+  auto none = host.ownership("etc/hostprep/absent.yaml");
+  REQUIRE_FALSE(none);
+  CHECK(none.error().err == ENOENT);
+  CHECK(none.error().message == "cannot stat " + fx.path("etc/hostprep/absent.yaml").string());
+  CHECK_FALSE(host.ownership("etc/../../x"));  // refused before it reaches the filesystem
+}
+
+TEST_CASE("tryLock creates the lock file, excludes a second holder, and lets go when destroyed",
+          "[host]") {
+  Fixture fx;
+  RootHost host(fx.root());
+  REQUIRE(host.makeDirs("run/hostprep", 0700));
+  {
+    auto first = host.tryLock("run/hostprep/lock");
+    REQUIRE(first);
+    struct stat st {};
+    REQUIRE(::stat(fx.path("run/hostprep/lock").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0600);
+    auto second = host.tryLock("run/hostprep/lock");
+    REQUIRE_FALSE(second);
+    CHECK(second.error().err == EWOULDBLOCK);
+    CHECK(second.error().message == "cannot lock " + fx.path("run/hostprep/lock").string());
+  }
+  CHECK(host.tryLock("run/hostprep/lock"));
+  auto noDir = host.tryLock("run/absent/lock");
+  REQUIRE_FALSE(noDir);
+  CHECK(noDir.error().err == ENOENT);
+  CHECK(noDir.error().message == "cannot open lock " + fx.path("run/absent/lock").string());
+}

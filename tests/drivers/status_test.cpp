@@ -163,7 +163,7 @@ TEST_CASE("advertised resources follow the sandbox device plugin's quirks", "[st
   REQUIRE(snap);
   auto sel = selectDevices(*snap, {});
   REQUIRE(sel);
-  VgpuState none;
+  VgpuHost none;
   SECTION("another vendor's entry with the same device id is not used") {
     CHECK(advertisedResources(*snap, none, *sel, "nvidia", ids) ==
           std::map<std::string, int>{{"nvidia.com/GA102GL_A10", 2}});
@@ -274,4 +274,27 @@ TEST_CASE("the schema validator rejects what the schema forbids", "[status][sche
   bad["extra"] = 1;
   CHECK(hostprep::test::validateSchema(sch, bad) ==
         std::vector<std::string>{"$.extra: not allowed by the schema"});
+}
+
+TEST_CASE("the status lists mdev devices by UUID on any parent, then per-VF vGPUs by VF",
+          "[status][vgpu]") {
+  VgpuHost v;
+  const Bdf pf = *parseBdf("0000:3b:00.0"), vf1 = *parseBdf("0000:3b:00.4"),
+            vf2 = *parseBdf("0000:3b:00.5");
+  const std::string u1 = "11111111-1c39-4b8f-9a53-7d0f2c8c1a11";
+  const std::string u2 = "22222222-1c39-4b8f-9a53-7d0f2c8c1a11";
+  const std::string u3 = "33333333-1c39-4b8f-9a53-7d0f2c8c1a11";
+  // In the reader's order: by parent.
+  v.devices = {{VgpuInterface::kMdev, pf, u3, "nvidia-222", "GRID T4-4Q", 40},
+               {VgpuInterface::kMdev, vf1, u1, "nvidia-558", "NVIDIA A10-12Q", 41},
+               {VgpuInterface::kPerVf, vf1, "", "1428", "NVIDIA H200X-141C", 41},
+               {VgpuInterface::kPerVf, vf2, "", "1430", "", 42}};
+  v.otherMdevs = {{u2, std::nullopt, "mtty-2", "Dual port serial"}};
+  CHECK(observedVgpus(v) ==
+        std::vector<ObservedVgpu>{
+            {VgpuInterface::kMdev, u1, vf1, "nvidia-558", "NVIDIA A10-12Q"},
+            {VgpuInterface::kMdev, u2, std::nullopt, "mtty-2", "Dual port serial"},
+            {VgpuInterface::kMdev, u3, pf, "nvidia-222", "GRID T4-4Q"},
+            {VgpuInterface::kPerVf, "", vf1, "1428", "NVIDIA H200X-141C"},
+            {VgpuInterface::kPerVf, "", vf2, "1430", "1430"}});  // no listed name: the id
 }

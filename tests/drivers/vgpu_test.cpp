@@ -1,10 +1,15 @@
-// The pure vGPU helpers: type-name matching, creatable_vgpu_types, UUIDs, VF addresses.
+// The vGPU helpers (type-name matching, creatable_vgpu_types, UUIDs, VF addresses) and the one
+// reader of the host's vGPU state.
 #include "drivers/vgpu.hpp"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <set>
 
+#include "tests/support/fixture.hpp"
+
 using namespace hostprep;
+using hostprep::test::Fixture;
 
 TEST_CASE("a configured type matches the last token of the name, the whole name, or the directory",
           "[vgpu]") {
@@ -47,6 +52,10 @@ TEST_CASE("creatable_vgpu_types lines parse as ID : NAME", "[vgpu]") {
   CHECK(parseCreatableVgpuTypes("ID    : vGPU Name\n").empty());
   CHECK(parseCreatableVgpuTypes("12 :\n : name\nx1 : y\n  7:A:B  \n") ==
         std::vector<VgpuTypeId>{{"7", "A:B"}});
+  CHECK(
+      parseCreatableVgpuTypes(
+          "ID    : vGPU Name\n1428  : NVIDIA H200X-141C\n 1430 :NVIDIA H200X-70C \n\nbad line\n") ==
+      std::vector<VgpuTypeId>{{"1428", "NVIDIA H200X-141C"}, {"1430", "NVIDIA H200X-70C"}});
 }
 
 TEST_CASE("SHA-1 matches the FIPS 180 test vectors", "[vgpu]") {
@@ -69,6 +78,8 @@ TEST_CASE("vGPU UUIDs are name-based: stable, version 5, distinct per parent, ty
                             vgpuUuid(a, "A10-12Q", 1)};
   CHECK(all.size() == 4);
   CHECK_FALSE(isValidUuid("../../../x"));
+  CHECK_FALSE(isValidUuid("../../etc/passwd-aaaaaaaaaaaaaaaaaaaaaaaa"));
+  CHECK_FALSE(isValidUuid("5f2a9a5e1c394b8f9a537d0f2c8c1a11"));
   CHECK_FALSE(isValidUuid("6B1F3C52-9E0D-4A8B-A177-2E5CD4903F61"));
   CHECK(isValidUuid("6b1f3c52-9e0d-4a8b-a177-2e5cd4903f61"));
 }
@@ -81,4 +92,56 @@ TEST_CASE("VF addresses follow the routing id, First VF Offset and VF Stride", "
   CHECK(vfAddress(pf, 0x100, 2, 1)->str() == "0000:3c:00.2");
   CHECK_FALSE(vfAddress(*parseBdf("0000:ff:1f.7"), 1, 1, 0));
   CHECK_FALSE(vfAddress(pf, -1, 1, 0));
+}
+
+TEST_CASE("per-VF vGPUs are read from current_vgpu_type", "[vgpu]") {
+  Fixture fx("status-container");
+  const std::string vf = "sys/devices/pci0000:86/0000:86:00.0/nvidia";
+  fx.write(vf + "/creatable_vgpu_types", "ID    : vGPU Name\n558 : NVIDIA A10-12Q\n");
+  fx.write(vf + "/current_vgpu_type", "558\n");
+  const std::string other = "sys/devices/pci0000:3b/0000:3b:00.0/nvidia";
+  fx.write(other + "/creatable_vgpu_types", "557 : NVIDIA A10-8Q\n");
+  fx.write(other + "/current_vgpu_type", "0\n");
+  RootHost host(fx.root());
+  auto snap = readSnapshot(host);
+  REQUIRE(snap);
+  auto v = readVgpuHost(host, *snap);
+  REQUIRE(v.devices.size() == 1);
+  CHECK(v.devices[0].iface == VgpuInterface::kPerVf);
+  CHECK(v.devices[0].parent.str() == "0000:86:00.0");
+  CHECK(v.devices[0].typeId == "558");
+  CHECK(v.devices[0].typeName == "NVIDIA A10-12Q");
+  CHECK(v.parents.size() == 2);  // both offer types: the vGPU host driver
+  CHECK(readVgpuDevices(host, {*parseBdf("0000:86:00.0")}) == v.devices);
+  CHECK(readVgpuDevices(host, {*parseBdf("0000:3b:00.0")}).empty());
+
+  SECTION("a type no longer listed as creatable is named from supported_vgpu_types, else not") {
+    fx.write(vf + "/creatable_vgpu_types", "");
+    fx.write(vf + "/supported_vgpu_types", "558 : NVIDIA A10-12Q\n");
+    CHECK(readVgpuHost(host, *snap).devices[0].typeName == "NVIDIA A10-12Q");
+    std::filesystem::remove(fx.path(vf + "/supported_vgpu_types"));
+    CHECK(readVgpuHost(host, *snap).devices[0].typeName.empty());
+  }
+  SECTION("an id that is not a number, or 0, is no vGPU; a padded one is the number") {
+    fx.write(vf + "/current_vgpu_type", "none\n");
+    CHECK(readVgpuHost(host, *snap).devices.empty());
+    fx.write(vf + "/current_vgpu_type", "0558\n");
+    CHECK(readVgpuHost(host, *snap).devices.at(0).typeId == "558");
+  }
+}
+
+TEST_CASE("an mdev device on a parent that is not a PCI function is kept apart", "[vgpu]") {
+  Fixture fx("status-container");
+  const std::string uuid = "5f2a9a5e-1c39-4b8f-9a53-7d0f2c8c1a11";
+  const std::string dev = "sys/devices/virtual/mtty/mtty/" + uuid;
+  fx.write("sys/devices/virtual/mtty/mtty/mdev_supported_types/mtty-2/name", "Dual port serial\n");
+  fx.write(dev + "/.keep", "");
+  fx.symlink(dev + "/mdev_type", "../mdev_supported_types/mtty-2");
+  fx.symlink("sys/bus/mdev/devices/" + uuid, "../../../devices/virtual/mtty/mtty/" + uuid);
+  RootHost host(fx.root());
+  auto snap = readSnapshot(host);
+  REQUIRE(snap);
+  auto v = readVgpuHost(host, *snap);
+  CHECK(v.devices.empty());
+  CHECK(v.otherMdevs == std::vector<OtherMdev>{{uuid, std::nullopt, "mtty-2", "Dual port serial"}});
 }

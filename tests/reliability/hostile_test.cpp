@@ -5,10 +5,10 @@
 
 #include "drivers/executor.hpp"
 #include "drivers/journal.hpp"
-#include "drivers/names.hpp"
 #include "drivers/parsers.hpp"
 #include "drivers/selection.hpp"
 #include "drivers/snapshot.hpp"
+#include "drivers/validate.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 #include "tests/support/run.hpp"

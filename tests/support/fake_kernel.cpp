@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <fstream>
 
-#include "drivers/names.hpp"
 #include "drivers/parsers.hpp"
 #include "drivers/plan.hpp"
 #include "drivers/snapshot.hpp"
 #include "drivers/text.hpp"
+#include "drivers/validate.hpp"
 #include "drivers/vgpu.hpp"
 
 namespace fs = std::filesystem;
@@ -182,6 +182,24 @@ void FakeKernel::unbindNow(const Bdf& b, const std::string& driver) {
   fs::remove(fs_.resolve(hostPath(pciDevicePath(b), "driver")), ec);
   fs::remove(fs_.resolve(hostPath(pciDriverPath(driver), b.str())), ec);
   if (auto f = readPciFunction(fs_, b)) refreshVfioNode(*f);
+}
+
+void FakeKernel::unplug(const Bdf& b) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  auto f = readPciFunction(fs_, b);
+  if (!f) return;
+  if (f->driver) unbindNow(b, *f->driver);
+  std::error_code ec;
+  const fs::path link = fs_.resolve(pciDevicePath(b));
+  const fs::path real = fs::canonical(link, ec);
+  if (f->iommuGroup) {
+    fs::remove(fs_.resolve(hostPath("sys/kernel/iommu_groups", std::to_string(*f->iommuGroup),
+                                    "devices", b.str())),
+               ec);
+  }
+  fs::remove(link, ec);
+  if (!real.empty()) fs::remove_all(real, ec);
+  refreshVfioNode(*f);
 }
 
 Status FakeKernel::loadModule(const std::string& module) {

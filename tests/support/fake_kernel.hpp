@@ -1,17 +1,18 @@
 // A fake kernel over a fixture tree. Reads go to the files as they are (the same seam as
-// production); writes to kernel attributes get the kernel's semantics (DOMAIN.md §4), and the
+// production); writes to kernel attributes get the kernel's semantics (kernel
+// Documentation/ABI/testing/sysfs-bus-pci), and the
 // fake keeps its world consistent: a bind moves the `driver` link and the driver's device link,
 // creates /dev/vfio/<group>; a module load creates sys/module/<m>, the driver directory and the
 // proc/modules line. Any write can be made to fail on demand.
 //
-// SR-IOV and vGPU (DOMAIN.md §3-§4): sriov_numvfs creates and removes VF functions (physfn /
-// virtfnN links, their own IOMMU groups, autoprobe binding) with the kernel's errors (ERANGE above
-// the total, ENOENT without a PF driver or with nvidia, which has no sriov_configure, EBUSY from
-// one non-zero count to another). A VF bound to nvidia gets the vGPU types its PF's template
-// (fake/sriov/<PF>/vf/, written by the fixture) gives it. mdev `create` / `remove` make and drop
-// sys/bus/mdev/devices/<uuid> with its mdev_type link, IOMMU group and /dev/vfio node;
-// available_instances and creatable_vgpu_types follow what the GPU holds (one type per GPU, at
-// most fake/vgpu/<PF>/max/<type> of it, one per VF). The nvidia unbindLock lives in
+// SR-IOV and vGPU (sysfs-bus-pci; NVIDIA's sriov-manage): sriov_numvfs creates and removes VF
+// functions (physfn / virtfnN links, their own IOMMU groups, autoprobe binding) with the kernel's
+// errors (ERANGE above the total, ENOENT without a PF driver or with nvidia, which has no
+// sriov_configure, EBUSY from one non-zero count to another). A VF bound to nvidia gets the vGPU
+// types its PF's template (fake/sriov/<PF>/vf/, written by the fixture) gives it. mdev `create` /
+// `remove` make and drop sys/bus/mdev/devices/<uuid> with its mdev_type link, IOMMU group and
+// /dev/vfio node; available_instances and creatable_vgpu_types follow what the GPU holds (one type
+// per GPU, at most fake/vgpu/<PF>/max/<type> of it, one per VF). The nvidia unbindLock lives in
 // proc/driver/nvidia/gpus/<BDF>/ while the GPU is on nvidia.
 #pragma once
 
@@ -46,6 +47,9 @@ class FakeKernel final : public Host {
     return fs_.list(dir);
   }
   bool exists(std::string_view path) const override { return fs_.exists(path); }
+  Result<FileOwnership> ownership(std::string_view path) const override {
+    return fs_.ownership(path);
+  }
   Status writeAttr(std::string_view path, std::string_view data,
                    std::optional<std::chrono::milliseconds> timeout = std::nullopt) override;
   // Files hostprep owns (the journal): atomic like RootHost's (temp + rename) but without fsync,
@@ -55,6 +59,9 @@ class FakeKernel final : public Host {
     return fs_.makeDirs(path, mode);
   }
   Status removeFile(std::string_view path) override;
+  // The run lock is a real flock on the fixture's file, so concurrent runs in one test process
+  // exclude each other as separate processes would. Taking it is not a mutation.
+  Result<FileLock> tryLock(std::string_view path) override { return fs_.tryLock(path); }
 
   // Fault injection: the n-th kernel write (0-based, counting every writeAttr) fails with err
   // and has no effect. Several calls make several writes fail.
@@ -85,6 +92,9 @@ class FakeKernel final : public Host {
   void holdDevice(const Bdf& b) { held_.insert(b); }
   // The holder lets go: a pending unbind of this device completes, as the real remove() would.
   void releaseDevice(const Bdf& b);
+  // The device is removed (a surprise hot-unplug): its driver lets go of it, and it leaves
+  // sys/bus/pci/devices, its IOMMU group and, with the group's last vfio device, /dev/vfio.
+  void unplug(const Bdf& b);
   // This driver's probe() fails for this device (EINVAL), as vfio-pci does for some devices.
   void refuseBind(const Bdf& b, std::string driver) { refused_.emplace(b, std::move(driver)); }
   // Accesses that would have blocked on a device lock held by a pending unbind ("read

@@ -1,4 +1,4 @@
-#include "drivers/naming.hpp"
+#include "drivers/resource_names.hpp"
 
 #include <catch2/catch.hpp>
 

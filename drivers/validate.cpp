@@ -1,4 +1,4 @@
-#include "drivers/names.hpp"
+#include "drivers/validate.hpp"
 
 #include <algorithm>
 #include <cstdio>

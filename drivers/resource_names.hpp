@@ -1,5 +1,6 @@
 // Resource names the device plugins advertise, computed exactly as they compute them
-// (DOMAIN.md §2), quirks included, so hostprep can say what a node will advertise.
+// (NVIDIA/kubevirt-gpu-device-plugin, pkg/device_plugin/device_plugin.go), quirks included, so
+// hostprep can say what a node will advertise.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,45 @@
+// The journal (drivers/journal.cpp): what a run writes before it moves anything, and what the
+// next run reads back.
+#include "drivers/journal.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "drivers/snapshot.hpp"
+#include "tests/drivers/switch_rig.hpp"
+
+using namespace hostprep;
+using namespace hostprep::test::rig;
+using hostprep::test::FakeKernel;
+using hostprep::test::FakeModules;
+using hostprep::test::Fixture;
+
+TEST_CASE("the journal keeps the vGPU state and reads version 1 journals", "[vgpu][journal]") {
+  Journal j;
+  j.mode = Mode::kVmVgpu;
+  j.pid = 42;
+  j.sriov = {{*parseBdf("0000:3b:00.0"), 0}};
+  j.vgpuGpus = {*parseBdf("0000:3b:00.0")};
+  j.vgpus = {
+      {VgpuInterface::kMdev, *parseBdf("0000:3b:00.4"),
+       vgpuUuid(*parseBdf("0000:3b:00.4"), "A10-12Q", 0), "nvidia-594", "NVIDIA A10-12Q", 10000},
+      {VgpuInterface::kPerVf, *parseBdf("0000:41:00.4"), "", "1019", "NVIDIA H100-40C", 400}};
+  j.steps = {
+      {StepKind::kCreateVgpu, *parseBdf("0000:3b:00.4"), "A10-12Q", std::nullopt, j.vgpus[0].uuid}};
+  auto back = parseJournal(toJson(j));
+  REQUIRE(back);
+  CHECK(back->vgpus == j.vgpus);
+  CHECK(back->sriov.size() == 1);
+  CHECK(back->sriov[0].numvfs == 0);
+  CHECK(back->vgpuGpus == j.vgpuGpus);
+  CHECK(back->steps[0].uuid == j.vgpus[0].uuid);
+  CHECK_THAT(toJson(j), Catch::Contains("\"version\": 2"));
+  auto v1 = parseJournal(
+      R"({"version": 1, "mode": "container", "pid": 1, "next": 0, "devices": [], "steps": []})");
+  REQUIRE(v1);
+  CHECK(v1->vgpus.empty());
+  auto bad =
+      parseJournal(R"({"version": 2, "mode": "vm-vgpu", "next": 0, "vgpus": [{"interface": "mdev",
+      "parent": "0000:3b:00.4", "uuid": "../../x", "type": "nvidia-1", "group": null}]})");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message == "journal: vgpus[0]: \"uuid\" is not a UUID");
+}
