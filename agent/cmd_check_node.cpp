@@ -78,9 +78,7 @@ int fail(Context& ctx, const Error& e) {
 }
 
 json operandsJson() {
-  auto need = [](Need n) {
-    return n == Need::kYes ? "yes" : n == Need::kOptional ? "optional" : "no";
-  };
+  auto need = [](Need n) { return std::string(toString(n)); };
   json a = json::array();
   for (const auto& o : operandTable()) {
     a.push_back({{"operand", std::string(o.name)},
