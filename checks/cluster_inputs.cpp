@@ -91,16 +91,27 @@ const StatusView* Statuses::find(const std::string& node) const {
 
 namespace {
 
+// A member under its name in agent/status.schema.json ("nodeName"), else under the name this
+// reader first took ("node"); nullptr when neither is there.
+const json* member(const json& o, std::string_view name, std::string_view legacy) {
+  const json* v = at(o, {name});
+  return v ? v : at(o, {legacy});
+}
+
+// The drivers a device moved to passthrough sits on: vfio-pci, and the variant driver of Grace
+// Hopper/Blackwell superchips (Linux drivers/vfio/pci/nvgrace-gpu).
+bool isVfioDriver(std::string_view d) { return d == "vfio-pci" || d == "nvgrace_gpu_vfio_pci"; }
+
 Result<StatusView> readStatus(const std::string& source, const json& o) {
-  const json* node = at(o, {"node"});
+  const json* node = member(o, "nodeName", "node");
   if (!node || !node->is_string() || node->get<std::string>().empty()) {
-    return usageError(source + ": not a hostprep status document: no \"node\" name",
+    return usageError(source + ": not a hostprep status document: no \"nodeName\"",
                       "pass the file written by 'hostprep status --output json' on each node");
   }
   StatusView s;
   s.source = source;
   s.node = node->get<std::string>();
-  if (const json* m = at(o, {"actual_mode"})) {
+  if (const json* m = member(o, "actualMode", "actual_mode")) {
     if (auto t = scalarText(*m)) s.actualMode = parseMode(*t);
   }
   if (const json* adv = at(o, {"advertised"}); adv && adv->is_object()) {
@@ -120,8 +131,8 @@ Result<StatusView> readStatus(const std::string& source, const json& o) {
   for (const auto& dev : *devs) {
     if (!dev.is_object()) continue;
     const json* role = at(dev, {"role"});
-    const json* vendor = at(dev, {"vendor"});
-    const json* device = at(dev, {"device"});
+    const json* vendor = member(dev, "vendorId", "vendor");
+    const json* device = member(dev, "deviceId", "device");
     std::optional<uint16_t> v, id;
     if (vendor) v = hexId(*vendor);
     if (device) id = hexId(*device);
@@ -131,6 +142,12 @@ Result<StatusView> readStatus(const std::string& source, const json& o) {
     if (role && scalarText(*role) == std::optional<std::string>("gpu")) {
       ++gpus;
       if (id && (!v || *v == kNvidiaVendor)) s.gpuDeviceIds.push_back(*id);
+    }
+    const json* bdf = at(dev, {"bdf"});
+    const json* driver = at(dev, {"driver"});
+    if (bdf && bdf->is_string() && driver && driver->is_string() &&
+        isVfioDriver(driver->get_ref<const std::string&>())) {
+      if (auto b = parseBdf(bdf->get_ref<const std::string&>())) s.vfioDevices.push_back(*b);
     }
   }
   s.gpus = gpus;

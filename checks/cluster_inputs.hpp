@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "checks/check_node.hpp"
+#include "drivers/pci.hpp"
 
 namespace hostprep {
 
@@ -28,7 +29,9 @@ struct Policy {
 // An invalid defaultWorkload is not a usage error but a cluster finding, added to `cluster`.
 Result<Policy> readPolicy(const std::optional<Document>& doc, std::vector<Finding>& cluster);
 
-// One host's 'hostprep status --output json' document, as far as check-node uses it.
+// One host's 'hostprep status --output json' document (agent/status.schema.json), as far as
+// check-node uses it. The snake_case names of the first reader ("node", "actual_mode", "vendor",
+// "device") are still read where the schema's names are absent.
 struct StatusView {
   std::string source;
   std::string node;
@@ -38,6 +41,7 @@ struct StatusView {
   std::optional<int> gpus;                         // devices with role "gpu"
   std::vector<uint16_t> gpuDeviceIds;              // NVIDIA device ids of those GPUs
   std::map<std::string, uint16_t> resourceDevice;  // from a device's "resource" field
+  std::vector<Bdf> vfioDevices;  // the devices on vfio-pci (or nvgrace_gpu_vfio_pci)
 };
 
 // The status documents, and which one belongs to a node (the first for that node).

@@ -51,18 +51,23 @@ void checkVgpu(NodeResult& n, const NodeFacts& f, const std::optional<VgpuConfig
   std::vector<Expected> want;
   std::optional<std::string> unknown;  // why the config could not be resolved
   bool assumedFilter = false;
-  const std::string gpusText = n.gpus ? " × " + plural(*n.gpus, "GPU", "GPUs") : std::string();
-  auto perGpu = [&](const std::string& type, int64_t count, const std::string& from) {
+  // `count` devices of `type` on each of `gpus` GPUs (nullopt: unknown), which `gpusWord` names
+  // ("2 GPUs", "1 matching GPU"), as `from` says.
+  auto perGpu = [&](const std::string& type, int64_t count, std::optional<int64_t> gpus,
+                    const std::string& gpusWord, const std::string& from) {
     auto it =
         std::find_if(want.begin(), want.end(), [&](const Expected& e) { return e.type == type; });
     if (it == want.end()) {
-      want.push_back({type, n.gpus ? std::optional<int64_t>(0) : std::nullopt, ""});
+      want.push_back({type, gpus ? std::optional<int64_t>(0) : std::nullopt, ""});
       it = want.end() - 1;
     }
-    if (it->total && n.gpus) *it->total += count * *n.gpus;
-    it->why += (it->why.empty() ? "" : " + ") + std::to_string(count) + " per GPU" + gpusText +
-               ", " + from;
+    if (it->total && gpus) *it->total += count * *gpus;
+    it->why += (it->why.empty() ? "" : " + ") + std::to_string(count) + " per GPU" +
+               (gpusWord.empty() ? "" : " × " + gpusWord) + ", " + from;
   };
+  const std::optional<int64_t> allGpus = n.gpus ? std::optional<int64_t>(*n.gpus) : std::nullopt;
+  const std::string allGpusWord = n.gpus ? plural(*n.gpus, "GPU", "GPUs") : std::string();
+  auto matching = [](int64_t k) { return plural(k, "matching GPU", "matching GPUs"); };
   const std::vector<uint16_t> ids = st ? st->gpuDeviceIds : std::vector<uint16_t>{};
   if (configs) {
     const auto* entries = configs->find(config);
@@ -75,19 +80,23 @@ void checkVgpu(NodeResult& n, const NodeFacts& f, const std::optional<VgpuConfig
           "use one of the names under vgpu-configs, or add '" + config + "' to the ConfigMap");
       return;
     }
+    const std::string from = "config '" + config + "' in --vgpu-config";
     for (const auto& e : *entries) {
-      int64_t gpusMatching = n.gpus.value_or(0);
+      // The GPUs the entry applies to: all of them, or those its device-filter matches.
+      std::optional<int64_t> gpus = allGpus;
+      std::string gpusWord = allGpusWord;
       if (!e.filters.empty()) {
         if (!ids.empty()) {
           // The node's labels give device ids, not subsystems: a filter's subsystem is not
           // judged.
-          gpusMatching = std::count_if(ids.begin(), ids.end(), [&](uint16_t id) {
+          gpus = std::count_if(ids.begin(), ids.end(), [&](uint16_t id) {
             return std::any_of(
                 e.filters.begin(), e.filters.end(), [&](const VgpuDeviceFilter& filter) {
                   return filter.device.device == id && filter.device.vendor == kNvidiaVendor;
                 });
           });
-          if (gpusMatching == 0) continue;
+          if (*gpus == 0) continue;
+          if (*gpus != *allGpus) gpusWord = matching(*gpus);
         } else {
           // The GPU model is unknown: take the entry if the node shows one of its types.
           bool shows = std::any_of(e.vgpuDevices.begin(), e.vgpuDevices.end(),
@@ -96,49 +105,38 @@ void checkVgpu(NodeResult& n, const NodeFacts& f, const std::optional<VgpuConfig
           assumedFilter = true;
         }
       }
-      for (const auto& entry : e.vgpuDevices) {
-        const std::string& type = entry.first;
-        const auto count = entry.second;
-        if (!e.devices) {
-          perGpu(type, count, "config '" + config + "' in --vgpu-config");
-        } else {
-          // Explicit GPU indices: the count is per listed GPU, not per node GPU.
-          int64_t listed = static_cast<int64_t>(e.devices->size());
-          if (n.gpus)
-            listed = std::count_if(e.devices->begin(), e.devices->end(),
-                                   [&](int i) { return i < *n.gpus; });
-          auto w = std::find_if(want.begin(), want.end(),
-                                [&](const Expected& x) { return x.type == type; });
-          if (w == want.end()) {
-            want.push_back({type, 0, ""});
-            w = want.end() - 1;
-          }
-          if (w->total) *w->total += count * listed;
-          w->why += (w->why.empty() ? "" : " + ") + std::to_string(count) + " per GPU × " +
-                    plural(listed, "listed GPU", "listed GPUs") + ", config '" + config +
-                    "' in --vgpu-config";
-        }
+      if (e.devices) {
+        // Explicit GPU indices: the count is per listed GPU, not per node GPU.
+        gpus = static_cast<int64_t>(e.devices->size());
+        if (n.gpus)
+          gpus = std::count_if(e.devices->begin(), e.devices->end(),
+                               [&](int i) { return i < *n.gpus; });
+        gpusWord = plural(*gpus, "listed GPU", "listed GPUs");
       }
-      (void)gpusMatching;
+      for (const auto& [type, count] : e.vgpuDevices) perGpu(type, count, gpus, gpusWord, from);
     }
   } else if (config == "default") {
-    std::vector<VgpuDefault> defaults;
+    // Each GPU model gets its own default entries.
+    bool any = false;
     if (!ids.empty()) {
       for (uint16_t id : std::set<uint16_t>(ids.begin(), ids.end())) {
-        for (const auto& d : vgpuProfiles().defaultsFor({kNvidiaVendor, id})) defaults.push_back(d);
+        const auto gpus = static_cast<int64_t>(std::count(ids.begin(), ids.end(), id));
+        const std::string word = gpus == *allGpus ? allGpusWord : matching(gpus);
+        for (const auto& d : vgpuProfiles().defaultsFor({kNvidiaVendor, id})) {
+          perGpu(d.type, d.count, gpus, word, "the operator's default config");
+          any = true;
+        }
       }
     } else {
       for (const auto& d : vgpuProfiles().defaults) {
-        if (have.count(d.type)) defaults.push_back(d);
+        if (!have.count(d.type)) continue;
+        perGpu(d.type, d.count, allGpus, allGpusWord, "the operator's default config");
+        any = assumedFilter = true;
       }
-      assumedFilter = !defaults.empty();
     }
-    for (const auto& d : defaults) perGpu(d.type, d.count, "the operator's default config");
-    if (defaults.empty()) {
-      unknown = "the 'default' config depends on the GPU model, which is unknown here";
-    }
+    if (!any) unknown = "the 'default' config depends on the GPU model, which is unknown here";
   } else if (auto max = vgpuProfiles().maxInstances(config)) {
-    perGpu(config, *max, "built-in profile table");
+    perGpu(config, *max, allGpus, allGpusWord, "built-in profile table");
   } else {
     unknown = "'" + config + "' is neither a vGPU type in the built-in profile table nor 'default'";
   }
