@@ -9,6 +9,7 @@
 #include "checks/cluster_inputs.hpp"
 #include "checks/findings.hpp"
 #include "checks/kubevirt_check.hpp"
+#include "checks/lifecycle_labels.hpp"
 #include "checks/node_checks.hpp"
 #include "checks/vgpu_check.hpp"
 #include "checks/workloads.hpp"
@@ -85,6 +86,9 @@ NodeResult checkNode(const NodeDoc& d, const Cluster& c, const CheckNodeInput& i
   if (!n.hasGpus) return n;
   decideMode(n, f, c.policy);
   checkDeployLabels(n, f);
+  checkPausedOperands(n, f);
+  checkStateLabels(n, f);
+  checkPreinstalledDriver(n, f);
   checkResources(n, f, c.policy);
   if (n.mode == Mode::kVmVgpu) checkVgpu(n, f, in.vgpuConfigs);
   if (f.status) checkStatus(n, *f.status);

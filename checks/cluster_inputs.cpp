@@ -203,6 +203,12 @@ Result<std::optional<KubeVirtView>> readKubeVirt(const std::optional<Document>& 
       if (auto t = scalarText(x)) v.gates.push_back(*t);
     }
   }
+  if (const json* mdc = at(*config, {"mediatedDevicesConfiguration"}); mdc && !mdc->is_null()) {
+    v.mdevConfig.emplace();
+    if (mdc->is_object()) {
+      for (const auto& [key, value] : mdc->items()) v.mdevConfig->push_back(key);
+    }
+  }
   const json* phd = at(*config, {"permittedHostDevices"});
   auto readList = [&](const char* key, bool mediated, const char* selectorKey) {
     const json* list = phd ? at(*phd, {key}) : nullptr;

@@ -65,6 +65,9 @@ struct KubeVirtView {
   std::string source;
   std::vector<HostDeviceEntry> entries;
   std::vector<std::string> gates;
+  // spec.configuration.mediatedDevicesConfiguration, when set: its keys (mediatedDeviceTypes,
+  // nodeMediatedDeviceTypes, ...).
+  std::optional<std::vector<std::string>> mdevConfig;
 
   const HostDeviceEntry* find(std::string_view resource) const;
   bool gate(std::string_view g) const;

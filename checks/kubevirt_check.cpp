@@ -6,6 +6,7 @@
 
 #include "checks/findings.hpp"
 #include "drivers/naming.hpp"
+#include "drivers/text.hpp"
 
 namespace hostprep {
 namespace {
@@ -139,7 +140,34 @@ void checkKubeVirt(CheckNodeReport& report, const KubeVirtView& kv, const Status
                       "the KubeVirt CR lacks the feature gate GPU: VMs cannot ask for host GPUs",
                       "add GPU to spec.configuration.developerConfiguration.featureGates");
   }
-  if (anyVgpu && !kv.gate("DisableMDEVConfiguration")) {
+  // vm-vgpu nodes: their mdevs belong to the vgpu-device-manager, not to KubeVirt.
+  std::vector<std::string> vgpuNodes;
+  for (const auto& n : report.nodes) {
+    if (n.hasGpus && n.mode == Mode::kVmVgpu) vgpuNodes.push_back(n.name);
+  }
+  anyVgpu = anyVgpu || !vgpuNodes.empty();
+  const bool gateOn = kv.gate("DisableMDEVConfiguration");
+  if (anyVgpu && kv.mdevConfig) {
+    const std::string field = "spec.configuration.mediatedDevicesConfiguration";
+    addClusterFinding(
+        report.clusterFindings, "kubevirt-mdev-config-set",
+        gateOn ? Severity::kInfo : Severity::kError, kv.source,
+        "the KubeVirt CR sets " + field +
+            (kv.mdevConfig->empty() ? std::string() : " (" + join(*kv.mdevConfig, ", ") + ")") +
+            " while the vgpu-device-manager creates the vGPU devices of " +
+            (vgpuNodes.empty() ? std::string("the vGPU nodes")
+                               : "the vm-vgpu nodes (" + nameList(vgpuNodes) + ")") +
+            (gateOn ? ": the feature gate DisableMDEVConfiguration keeps KubeVirt from acting on "
+                      "it, so it only misleads"
+                    : ": KubeVirt's virt-handler creates and removes mdevs of the types it lists, "
+                      "against the devices the vgpu-device-manager made"),
+        "remove " + field +
+            " (kubectl patch kubevirt kubevirt -n kubevirt --type json -p "
+            "'[{\"op\":\"remove\",\"path\":\"/spec/configuration/"
+            "mediatedDevicesConfiguration\"}]') and keep the vGPU types in the "
+            "vgpu-device-manager config (nvidia.com/vgpu.config)");
+  }
+  if (anyVgpu && !gateOn) {
     addClusterFinding(
         report.clusterFindings, "kubevirt-mdev-gate-missing", Severity::kWarning, kv.source,
         "vGPU nodes exist but the KubeVirt CR lacks the feature gate "

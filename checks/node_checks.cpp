@@ -90,7 +90,9 @@ void checkDeployLabels(NodeResult& n, const NodeFacts& f) {
     if (!op) return;
     auto value = scalarText(v).value_or("");
     if (value == "true" && op->in(n.mode) == Need::kNo) conflicting.push_back(key);
-    if (value != "true" && op->in(n.mode) == Need::kYes) disabled.push_back(key + "=" + value);
+    // A paused operand is deploy-label-paused (checks/lifecycle_labels), not switched off.
+    if (value != "true" && op->in(n.mode) == Need::kYes && !startsWith(value, "paused-for-"))
+      disabled.push_back(key + "=" + value);
   });
   if (!any) {
     addFinding(

@@ -33,9 +33,10 @@ void checkVgpu(NodeResult& n, const NodeFacts& f, const std::optional<VgpuConfig
             config + "'",
         "read the nvidia-vgpu-device-manager log on the node; on Ampere and newer enable SR-IOV "
         "VFs first (hostprep prepare --mode vm-vgpu)");
-  } else if (state == std::optional<std::string>("pending")) {
+  } else if (state == std::optional<std::string>("pending") ||
+             state == std::optional<std::string>("rebooting")) {
     addFinding(n, "vgpu-config-pending", Severity::kWarning,
-               std::string(kVgpuStateLabel) + "=pending: '" + config +
+               std::string(kVgpuStateLabel) + "=" + *state + ": '" + config +
                    "' is still being applied; the "
                    "counts below may be in flux",
                "wait, then run check-node again");

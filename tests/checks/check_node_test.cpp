@@ -41,10 +41,13 @@ TEST_CASE("every finding id the checker emits is listed in the JSON schema", "[c
   auto in = cleanInput();
   in.clusterPolicy.reset();
   in.kubevirt = one("broken/kubevirt-not-external.yaml");
+  in.kubevirt->body["spec"]["configuration"]["mediatedDevicesConfiguration"] = {
+      {"mediatedDeviceTypes", {"nvidia-592"}}};
   auto more = load("broken/labels-ignored.json");
   in.nodes.insert(in.nodes.end(), more.begin(), more.end());
   in.nodes.push_back(load("broken/vgpu-a10-4q-four.yaml").front());
   in.nodes.push_back(load("broken/passthrough-with-gpu.json").front());
+  in.nodes.push_back(load("lifecycle/nodes.yaml").front());
   auto vmi = load("broken/vmi-a10.yaml");
   vmi.front().body["spec"]["domain"]["devices"]["gpus"][0]["deviceName"] =
       "nvidia.com/GH100_H100_PCIE";
@@ -52,7 +55,7 @@ TEST_CASE("every finding id the checker emits is listed in the JSON schema", "[c
   auto r = check(in);
   std::set<std::string> seen;
   for (const auto& x : all(r)) seen.insert(x.id);
-  CHECK(seen.size() >= 10);
+  CHECK(seen.size() >= 14);
   for (const auto& id : seen) {
     INFO(id);
     CHECK(std::find(known.begin(), known.end(), id) != known.end());
