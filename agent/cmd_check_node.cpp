@@ -116,15 +116,14 @@ int cmdCheckNode(Context& ctx, const std::vector<std::string>& args) {
     if (!docs) return fail(ctx, docs.error());
     for (auto& d : *docs) in.nodes.push_back(std::move(d));
   }
-  for (const auto& f : opt->vms) {
-    auto docs = load(f);
-    if (!docs) return fail(ctx, docs.error());
-    for (auto& d : *docs) in.workloads.push_back(std::move(d));
-  }
-  for (const auto& f : opt->status) {
-    auto docs = load(f);
-    if (!docs) return fail(ctx, docs.error());
-    for (auto& d : *docs) in.statuses.push_back(std::move(d));
+  for (const auto& [files, into] :
+       {std::pair{&opt->vms, &in.workloads}, std::pair{&opt->status, &in.statuses},
+        std::pair{&opt->resourceSlices, &in.resourceSlices}}) {
+    for (const auto& f : *files) {
+      auto docs = load(f);
+      if (!docs) return fail(ctx, docs.error());
+      for (auto& d : *docs) into->push_back(std::move(d));
+    }
   }
   auto policy = loadOne(opt->clusterPolicy, "cluster-policy");
   if (!policy) return fail(ctx, policy.error());

@@ -558,6 +558,8 @@ po::options_description checkNodeDescription() {
       "VirtualMachine / VirtualMachineInstance / Pod manifests (YAML or JSON, multi-document)")(
       "status", po::value<std::vector<std::string>>()->multitoken()->composing(),
       "hostprep status documents of the nodes (hostprep status --output json)")(
+      "resource-slices", po::value<std::vector<std::string>>()->multitoken()->composing(),
+      "DRA ResourceSlices (kubectl get resourceslices -o json): checks gpu.nvidia.com devices")(
       "vgpu-config", po::value<std::string>(),
       "the vgpu-device-manager config (or its ConfigMap); default: the built-in profile table")(
       "operands", "print the table of operands per mode and exit")("help,h", "show help");
@@ -569,6 +571,7 @@ std::string checkNodeHelp() {
   std::ostringstream s;
   s << "usage: hostprep check-node FILE... [--cluster-policy FILE] [--kubevirt FILE]\n"
        "                           [--vms FILE...] [--status FILE...] [--vgpu-config FILE]\n"
+       "                           [--resource-slices FILE...]\n"
        "       hostprep check-node --operands\n\n"
        "Checks that each node's nvidia.com/gpu.workload.config label agrees with the resources it\n"
        "advertises, the operator's deploy labels, vGPU counts, KubeVirt's permittedHostDevices "
@@ -608,6 +611,7 @@ Result<CheckNodeOptions> parseCheckNodeOptions(const std::vector<std::string>& a
   o.nodes = list("files");
   o.vms = list("vms");
   o.status = list("status");
+  o.resourceSlices = list("resource-slices");
   o.clusterPolicy = one("cluster-policy");
   o.kubevirt = one("kubevirt");
   o.vgpuConfig = one("vgpu-config");
@@ -618,7 +622,7 @@ Result<CheckNodeOptions> parseCheckNodeOptions(const std::vector<std::string>& a
         "pass 'kubectl get nodes -o json > nodes.json' as FILE, or '-' for standard input");
   }
   int stdinUses = 0;
-  for (const auto* v : {&o.nodes, &o.vms, &o.status})
+  for (const auto* v : {&o.nodes, &o.vms, &o.status, &o.resourceSlices})
     stdinUses += static_cast<int>(std::count(v->begin(), v->end(), "-"));
   for (const auto* v : {&o.clusterPolicy, &o.kubevirt, &o.vgpuConfig})
     stdinUses += *v == std::optional<std::string>("-");
@@ -627,7 +631,7 @@ Result<CheckNodeOptions> parseCheckNodeOptions(const std::vector<std::string>& a
         "check-node: '-' (standard input) is given " + std::to_string(stdinUses) + " times",
         "only one input can come from standard input; write the others to files");
   }
-  for (const auto* v : {&o.nodes, &o.vms, &o.status}) {
+  for (const auto* v : {&o.nodes, &o.vms, &o.status, &o.resourceSlices}) {
     for (const auto& f : *v) {
       if (f.empty())
         return usageError("check-node: an empty file name",

@@ -11,6 +11,7 @@
 #include "checks/kubevirt_check.hpp"
 #include "checks/lifecycle_labels.hpp"
 #include "checks/node_checks.hpp"
+#include "checks/resource_slices.hpp"
 #include "checks/vgpu_check.hpp"
 #include "checks/workloads.hpp"
 #include "drivers/text.hpp"
@@ -111,6 +112,8 @@ Result<CheckNodeReport> checkNodes(const CheckNodeInput& in) {
   auto kv = readKubeVirt(in.kubevirt);
   if (!kv) return kv.error();
   c.kubevirt = std::move(*kv);
+  auto slices = readResourceSlices(in.resourceSlices);
+  if (!slices) return slices.error();
   auto docs = collectNodes(in.nodes);
   if (!docs) return docs.error();
 
@@ -136,6 +139,8 @@ Result<CheckNodeReport> checkNodes(const CheckNodeInput& in) {
                       "status document of node " + s.node + " matches no node in the input",
                       "pass that node's 'kubectl get node' output too, or check the node name");
   }
+
+  if (!in.resourceSlices.empty()) checkResourceSlices(report, *slices, c.statuses);
 
   // 3. The cluster: the assumption said out loud when there is no ClusterPolicy, KubeVirt, and
   // what the workloads ask for.

@@ -1,6 +1,6 @@
 // check-node: does each node's workload label agree with what the node advertises? Documents in
-// (Nodes, ClusterPolicy, KubeVirt CR, VM/VMI/Pod manifests, hostprep status documents), findings
-// out. Pure: no files, no clock, no cluster access.
+// (Nodes, ClusterPolicy, KubeVirt CR, VM/VMI/Pod manifests, hostprep status documents, DRA
+// ResourceSlices), findings out. Pure: no files, no clock, no cluster access.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -84,6 +84,7 @@ struct CheckNodeInput {
   std::optional<Document> kubevirt;
   std::vector<Document> workloads;  // VirtualMachine, VirtualMachineInstance, Pod, pod templates
   std::vector<Document> statuses;   // hostprep status documents
+  std::vector<Document> resourceSlices;  // resource.k8s.io ResourceSlices (DRA)
   std::optional<VgpuConfigFile> vgpuConfigs;
 };
 

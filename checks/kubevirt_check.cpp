@@ -140,7 +140,10 @@ void checkKubeVirt(CheckNodeReport& report, const KubeVirtView& kv, const Status
                       "the KubeVirt CR lacks the feature gate GPU: VMs cannot ask for host GPUs",
                       "add GPU to spec.configuration.developerConfiguration.featureGates");
   }
-  // vm-vgpu nodes: their mdevs belong to the vgpu-device-manager, not to KubeVirt.
+  // vm-vgpu nodes: their mdevs belong to the vgpu-device-manager, not to KubeVirt. KubeVirt's
+  // virt-handler creates the types of spec.configuration.mediatedDevicesConfiguration
+  // (kubevirt.io/api v1.MediatedDevicesConfiguration: mediatedDeviceTypes,
+  // nodeMediatedDeviceTypes) unless the DisableMDEVConfiguration gate is on.
   std::vector<std::string> vgpuNodes;
   for (const auto& n : report.nodes) {
     if (n.hasGpus && n.mode == Mode::kVmVgpu) vgpuNodes.push_back(n.name);

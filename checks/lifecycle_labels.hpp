@@ -8,15 +8,9 @@
 
 namespace hostprep {
 
-inline constexpr std::string_view kPausedPrefix = "paused-for-";
-inline constexpr std::string_view kMigConfigLabel = "nvidia.com/mig.config";
-inline constexpr std::string_view kMigStateLabel = "nvidia.com/mig.config.state";
-inline constexpr std::string_view kCcModeLabel = "nvidia.com/cc.mode";
-inline constexpr std::string_view kCcStateLabel = "nvidia.com/cc.mode.state";
-
 // nvidia.com/gpu.deploy.<operand>=paused-for-*: the manager that paused the operand (driver
-// upgrade, vGPU or MIG config change, CC mode change) never restored it (gpu-operator issues
-// 2272, 2845).
+// upgrade, vGPU or MIG config change, CC mode change) never restored it (NVIDIA/gpu-operator
+// issues 2272, 2845).
 void checkPausedOperands(NodeResult& n, const NodeFacts& f);
 // nvidia.com/mig.config.state and nvidia.com/cc.mode.state = failed (error), pending or rebooting
 // (warning: check-node has no clock, so it cannot tell a change in progress from a stuck one).

@@ -91,7 +91,7 @@ void checkDeployLabels(NodeResult& n, const NodeFacts& f) {
     auto value = scalarText(v).value_or("");
     if (value == "true" && op->in(n.mode) == Need::kNo) conflicting.push_back(key);
     // A paused operand is deploy-label-paused (checks/lifecycle_labels), not switched off.
-    if (value != "true" && op->in(n.mode) == Need::kYes && !startsWith(value, "paused-for-"))
+    if (value != "true" && op->in(n.mode) == Need::kYes && !startsWith(value, kPausedPrefix))
       disabled.push_back(key + "=" + value);
   });
   if (!any) {

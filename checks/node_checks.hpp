@@ -16,6 +16,12 @@ inline constexpr std::string_view kGpuPresentLabel = "nvidia.com/gpu.present";
 inline constexpr std::string_view kGpuReplicasLabel = "nvidia.com/gpu.replicas";
 inline constexpr std::string_view kMigStrategyLabel = "nvidia.com/mig.strategy";
 inline constexpr std::string_view kVgpuStateLabel = "nvidia.com/vgpu.config.state";
+inline constexpr std::string_view kMigConfigLabel = "nvidia.com/mig.config";
+inline constexpr std::string_view kMigStateLabel = "nvidia.com/mig.config.state";
+inline constexpr std::string_view kCcModeLabel = "nvidia.com/cc.mode";
+inline constexpr std::string_view kCcStateLabel = "nvidia.com/cc.mode.state";
+// A deploy label's value while a manager has paused the operand: "paused-for-driver-upgrade".
+inline constexpr std::string_view kPausedPrefix = "paused-for-";
 
 // What the checks of one node read, besides its result: built once per node, before any check.
 struct NodeFacts {

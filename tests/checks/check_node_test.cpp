@@ -48,6 +48,7 @@ TEST_CASE("every finding id the checker emits is listed in the JSON schema", "[c
   in.nodes.push_back(load("broken/vgpu-a10-4q-four.yaml").front());
   in.nodes.push_back(load("broken/passthrough-with-gpu.json").front());
   in.nodes.push_back(load("lifecycle/nodes.yaml").front());
+  in.resourceSlices = load("dra/resourceslices-broken-v1beta1.yaml");
   auto vmi = load("broken/vmi-a10.yaml");
   vmi.front().body["spec"]["domain"]["devices"]["gpus"][0]["deviceName"] =
       "nvidia.com/GH100_H100_PCIE";
@@ -59,5 +60,19 @@ TEST_CASE("every finding id the checker emits is listed in the JSON schema", "[c
   for (const auto& id : seen) {
     INFO(id);
     CHECK(std::find(known.begin(), known.end(), id) != known.end());
+  }
+}
+
+TEST_CASE("every finding id of the JSON schema is documented in README's table", "[check-node]") {
+  std::ifstream s(std::string(HOSTPREP_SOURCE_DIR) + "/checks/check-node.schema.json");
+  std::ifstream r(std::string(HOSTPREP_SOURCE_DIR) + "/README.md");
+  REQUIRE(s);
+  REQUIRE(r);
+  auto schema = nlohmann::json::parse(s);
+  std::stringstream readme;
+  readme << r.rdbuf();
+  for (const auto& id : schema["$defs"]["findingId"]["enum"]) {
+    INFO(id);
+    CHECK(readme.str().find("`" + id.get<std::string>() + "`") != std::string::npos);
   }
 }
