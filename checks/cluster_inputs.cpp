@@ -33,6 +33,11 @@ Result<const json*> objectOfKind(const Document& doc, std::string_view kind, std
   return o;
 }
 
+// A value in a message: JSON text, invalid UTF-8 in its strings replaced (dump() would throw).
+std::string printed(const json& v) {
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 bool isTrue(const json* v) { return v && scalarText(*v) == std::optional<std::string>("true"); }
 
 std::optional<uint16_t> hexId(const json& v) {
@@ -119,7 +124,7 @@ Result<StatusView> readStatus(const std::string& source, const json& o) {
     for (const auto& [name, n] : adv->items()) {
       auto c = parseCount(n);
       if (!c) {
-        return usageError(source + ": advertised." + name + ": '" + n.dump() + "' is not a count",
+        return usageError(source + ": advertised." + name + ": '" + printed(n) + "' is not a count",
                           "pass the file written by 'hostprep status --output json'");
       }
       s.advertised.emplace_back(name, *c);
@@ -281,7 +286,7 @@ void addResources(NodeResult& n, const json* obj, bool capacity, std::vector<Fin
     if (!c) {
       bad.push_back({"quantity-invalid", Severity::kWarning, n.name, key, "",
                      std::string(capacity ? "capacity" : "allocatable") + " of " + key + " is '" +
-                         scalarText(value).value_or(value.dump()) + "', not a whole count",
+                         scalarText(value).value_or(printed(value)) + "', not a whole count",
                      "pass 'kubectl get node -o json' unchanged"});
     }
     auto r = std::find_if(n.resources.begin(), n.resources.end(),

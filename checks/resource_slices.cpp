@@ -85,7 +85,9 @@ void checkResourceSlices(CheckNodeReport& report, const std::vector<SliceDevice>
   std::map<std::string, std::vector<const SliceDevice*>> byNode;
   for (const auto& d : devices) byNode[d.node].push_back(&d);
   std::vector<std::string> unknown;
-  for (const auto& [node, devs] : byNode) {
+  for (const auto& entry : byNode) {
+    const std::string& node = entry.first;  // not a structured binding: the lambda captures it
+    const auto& devs = entry.second;
     auto n = std::find_if(report.nodes.begin(), report.nodes.end(),
                           [&](const NodeResult& r) { return r.name == node; });
     if (n == report.nodes.end()) {

@@ -119,3 +119,21 @@ TEST_CASE("a node's resources: capacity and allocatable merged, sorted, bad coun
   CHECK(labels.is("nvidia.com/gpu", "2"));
   CHECK_FALSE(labels.get("absent"));
 }
+
+TEST_CASE("a count holding invalid UTF-8 is named, not thrown on", "[check-node]") {
+  NodeResult n;
+  n.name = "gpu-x";
+  auto node = nlohmann::json::parse(R"({"status": {"capacity": {}}})");
+  node["status"]["capacity"]["nvidia.com/gpu"] = nlohmann::json::array({std::string("\xff")});
+  std::vector<Finding> bad;
+  readResources(n, node, bad);
+  REQUIRE(bad.size() == 1);
+  CHECK(bad[0].message == "capacity of nvidia.com/gpu is '[\"\xEF\xBF\xBD\"]', not a whole count");
+
+  auto docs = load("clean/status-gpu-b.json");
+  docs.front().body["advertised"]["nvidia.com/GA102GL_A10"] =
+      nlohmann::json::array({std::string("\xff")});
+  auto st = readStatuses(docs);
+  REQUIRE_FALSE(st);
+  CHECK_THAT(st.error().message, Catch::EndsWith("is not a count"));
+}
