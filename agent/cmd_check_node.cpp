@@ -46,9 +46,7 @@ Result<std::optional<Document>> loadOne(const std::optional<std::string>& path,
 }
 
 json operandsJson() {
-  auto need = [](Need n) {
-    return n == Need::kYes ? "yes" : n == Need::kOptional ? "optional" : "no";
-  };
+  auto need = [](Need n) { return std::string(toString(n)); };
   json a = json::array();
   for (const auto& o : operandTable()) {
     a.push_back({{"operand", std::string(o.name)},
@@ -83,15 +81,14 @@ int cmdCheckNode(Context& ctx, const std::vector<std::string>& args) {
     if (!docs) return fail(ctx, docs.error());
     for (auto& d : *docs) in.nodes.push_back(std::move(d));
   }
-  for (const auto& f : opt.vms) {
-    auto docs = load(f);
-    if (!docs) return fail(ctx, docs.error());
-    for (auto& d : *docs) in.workloads.push_back(std::move(d));
-  }
-  for (const auto& f : opt.status) {
-    auto docs = load(f);
-    if (!docs) return fail(ctx, docs.error());
-    for (auto& d : *docs) in.statuses.push_back(std::move(d));
+  for (const auto& [files, into] :
+       {std::pair{&opt.vms, &in.workloads}, std::pair{&opt.status, &in.statuses},
+        std::pair{&opt.resourceSlices, &in.resourceSlices}}) {
+    for (const auto& f : *files) {
+      auto docs = load(f);
+      if (!docs) return fail(ctx, docs.error());
+      for (auto& d : *docs) into->push_back(std::move(d));
+    }
   }
   auto policy = loadOne(opt.clusterPolicy, "cluster-policy");
   if (!policy) return fail(ctx, policy.error());

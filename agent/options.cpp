@@ -67,6 +67,8 @@ const std::vector<Option>& optionTable() {
        "VirtualMachine / VirtualMachineInstance / Pod manifests (YAML or JSON, multi-document)"},
       {"status", Arg::kTexts,
        "hostprep status documents of the nodes (hostprep status --output json)"},
+      {"resource-slices", Arg::kTexts,
+       "DRA ResourceSlices (kubectl get resourceslices -o json): checks gpu.nvidia.com devices"},
       {"operands", Arg::kNone, "print the table of operands per mode and exit"},
   };
   return table;
@@ -487,6 +489,7 @@ CommandSpec checkNodeSpec() {
   return {"check-node",
           R"(usage: hostprep check-node FILE... [--cluster-policy FILE] [--kubevirt FILE]
                            [--vms FILE...] [--status FILE...] [--vgpu-config FILE]
+                           [--resource-slices FILE...]
        hostprep check-node --operands
 
 Checks that each node's nvidia.com/gpu.workload.config label agrees with the resources it
@@ -499,6 +502,7 @@ or malformed input.
            {"kubevirt"},
            {"vms"},
            {"status"},
+           {"resource-slices"},
            {"vgpu-config",
             "the vgpu-device-manager config (or its ConfigMap); default: the built-in profile "
             "table"},
@@ -513,6 +517,7 @@ Result<CheckNodeOptions> readCheckNode(const po::variables_map& vm) {
   o.nodes = texts(vm, "files");
   o.vms = texts(vm, "vms");
   o.status = texts(vm, "status");
+  o.resourceSlices = texts(vm, "resource-slices");
   o.clusterPolicy = text(vm, "cluster-policy");
   o.kubevirt = text(vm, "kubevirt");
   o.vgpuConfig = text(vm, "vgpu-config");
@@ -523,7 +528,7 @@ Result<CheckNodeOptions> readCheckNode(const po::variables_map& vm) {
         "pass 'kubectl get nodes -o json > nodes.json' as FILE, or '-' for standard input");
   }
   int stdinUses = 0;
-  for (const auto* v : {&o.nodes, &o.vms, &o.status})
+  for (const auto* v : {&o.nodes, &o.vms, &o.status, &o.resourceSlices})
     stdinUses += static_cast<int>(std::count(v->begin(), v->end(), "-"));
   for (const auto* v : {&o.clusterPolicy, &o.kubevirt, &o.vgpuConfig})
     stdinUses += *v == std::optional<std::string>("-");
@@ -532,7 +537,7 @@ Result<CheckNodeOptions> readCheckNode(const po::variables_map& vm) {
         "check-node: '-' (standard input) is given " + std::to_string(stdinUses) + " times",
         "only one input can come from standard input; write the others to files");
   }
-  for (const auto* v : {&o.nodes, &o.vms, &o.status}) {
+  for (const auto* v : {&o.nodes, &o.vms, &o.status, &o.resourceSlices}) {
     for (const auto& f : *v) {
       if (f.empty())
         return usageError("check-node: an empty file name",

@@ -98,6 +98,7 @@ struct CheckNodeOptions {
   std::optional<std::string> kubevirt;
   std::vector<std::string> vms;
   std::vector<std::string> status;
+  std::vector<std::string> resourceSlices;  // kubectl get resourceslices -o json
   std::optional<std::string> vgpuConfig;
   bool operands = false;  // print the table of operands per mode and stop
 };

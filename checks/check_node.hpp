@@ -1,9 +1,8 @@
 // check-node: does each node's workload label agree with what the node advertises? Documents in
-// (Nodes, ClusterPolicy, KubeVirt CR, VM/VMI/Pod manifests, hostprep status documents), findings
-// out. Pure: no files, no clock, no cluster access.
+// (Nodes, ClusterPolicy, KubeVirt CR, VM/VMI/Pod manifests, hostprep status documents, DRA
+// ResourceSlices), findings out. Pure: no files, no clock, no cluster access.
 #pragma once
 
-#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "checks/documents.hpp"
+#include "checks/resource_kinds.hpp"
 #include "checks/vgpu_configs.hpp"
 #include "drivers/error.hpp"
 #include "drivers/mode.hpp"
@@ -30,23 +30,6 @@ struct Finding {
   std::string fix;
 };
 
-// What kind of workload a resource name belongs to (NVIDIA/kubevirt-gpu-device-plugin, and
-// the GPU Operator's device plugins).
-enum class ResourceKind {
-  kContainer,    // nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-*
-  kPassthrough,  // nvidia.com/GA102GL_A10, or the raw id nvidia.com/2236
-  kVgpu,         // nvidia.com/NVIDIA_A10-12Q, nvidia.com/GRID_T4-4Q
-  kOther,        // anything else under nvidia.com/, or not nvidia.com/ at all
-};
-std::string_view toString(ResourceKind k);
-ResourceKind classifyResource(std::string_view name);
-ResourceKind kindOfMode(Mode m);
-// The vGPU type of a vGPU resource, the vendor prefix stripped: "nvidia.com/NVIDIA_A10-4Q" ->
-// "A10-4Q". nullopt for other resources.
-std::optional<std::string> vgpuTypeOf(std::string_view resource);
-// A Kubernetes quantity of a countable resource: "4", 4, "2k". nullopt when not a whole count.
-std::optional<int64_t> parseCount(const nlohmann::json& v);
-
 // How the node's mode was decided.
 enum class ModeSource {
   kLabel,            // the label's value
@@ -56,12 +39,12 @@ enum class ModeSource {
 };
 std::string_view toString(ModeSource s);
 
-struct ResourceCount {
-  std::string name;
-  ResourceKind kind = ResourceKind::kOther;
-  std::optional<int64_t> capacity;
-  std::optional<int64_t> allocatable;
-};
+// Whether new pods and VMs can land on the node (spec.unschedulable).
+enum class Scheduling { kSchedulable, kCordoned };
+
+// A node's verdict: its worst finding (infos do not count).
+enum class NodeState { kOk, kWarning, kError };
+std::string_view toString(NodeState s);
 
 struct NodeResult {
   std::string name;
@@ -69,12 +52,14 @@ struct NodeResult {
   bool hasGpus = false;
   Mode mode = Mode::kContainer;
   ModeSource modeSource = ModeSource::kDefault;
-  std::optional<std::string> label;      // the workload label's value
-  std::optional<int> gpus;               // GPU count, from nvidia.com/gpu.count or --status
+  std::optional<std::string> label;  // the workload label's value
+  std::optional<int> gpus;           // GPU count, from nvidia.com/gpu.count or --status
+  Scheduling scheduling = Scheduling::kSchedulable;
   std::vector<ResourceCount> resources;  // nvidia.com/* from capacity and allocatable
   std::vector<Finding> findings;
 
   int count(Severity s) const;
+  NodeState state() const;
 };
 
 struct PolicyView {
@@ -99,6 +84,7 @@ struct CheckNodeInput {
   std::optional<Document> kubevirt;
   std::vector<Document> workloads;  // VirtualMachine, VirtualMachineInstance, Pod, pod templates
   std::vector<Document> statuses;   // hostprep status documents
+  std::vector<Document> resourceSlices;  // resource.k8s.io ResourceSlices (DRA)
   std::optional<VgpuConfigFile> vgpuConfigs;
 };
 

@@ -11,6 +11,9 @@ constexpr Need Y = Need::kYes;
 constexpr Need N = Need::kNo;
 constexpr Need O = Need::kOptional;
 
+// Indexed by Need.
+constexpr std::array<std::string_view, 3> kNeedNames{"no", "yes", "optional"};
+
 // container -> driver, gpu-feature-discovery, container-toolkit, device-plugin, dcgm,
 // dcgm-exporter, node-status-exporter, operator-validator (mig-manager on MIG-capable GPUs);
 // vm-passthrough -> sandbox-device-plugin, sandbox-validator, vfio-manager (kata-manager,
@@ -36,17 +39,8 @@ constexpr std::array kOperands{
     Operand{"cc-manager", N, O, O, "confidential computing mode (when enabled)"},
 };
 
-std::string_view cell(Need n) {
-  switch (n) {
-    case Need::kYes:
-      return "yes";
-    case Need::kOptional:
-      return "optional";
-    case Need::kNo:
-      return "-";
-  }
-  return "-";
-}
+// A cell of the --operands table: "-" for no.
+std::string_view cell(Need n) { return n == Need::kNo ? "-" : toString(n); }
 
 std::string pad(std::string_view s, size_t w) {
   std::string out(s);
@@ -55,6 +49,8 @@ std::string pad(std::string_view s, size_t w) {
 }
 
 }  // namespace
+
+std::string_view toString(Need n) { return kNeedNames[static_cast<size_t>(n)]; }
 
 std::span<const Operand> operandTable() { return kOperands; }
 

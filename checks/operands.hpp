@@ -17,6 +17,8 @@ inline constexpr std::string_view kDeployOperandsLabel = "nvidia.com/gpu.deploy.
 
 // Whether an operand runs on a node of a mode.
 enum class Need { kNo, kYes, kOptional };  // kOptional: only when a feature asks (MIG, Kata, CC)
+// "no", "yes", "optional" (check-node --operands --output json).
+std::string_view toString(Need n);
 
 struct Operand {
   std::string_view name;  // "vfio-manager"; the label is kDeployLabelPrefix + name

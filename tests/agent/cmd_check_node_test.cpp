@@ -125,3 +125,35 @@ TEST_CASE("check-node --operands prints the one table", "[cli][check-node]") {
   CHECK(j[0]["operand"] == "driver");
   CHECK(j[0]["label"] == "nvidia.com/gpu.deploy.driver");
 }
+
+TEST_CASE("check-node --resource-slices: DRA devices checked, a wrong document exits 2",
+          "[cli][check-node]") {
+  const std::vector<std::string> base{"check-node",       fx("clean/nodes.json"),
+                                      "--cluster-policy", fx("clean/cluster-policy.yaml"),
+                                      "--status",         fx("clean/status-gpu-b.json")};
+  auto args = base;
+  args.insert(args.end(), {"--resource-slices", fx("dra/resourceslices.json")});
+  auto r = runHostprep(args);
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.out, Catch::EndsWith("3 nodes, 3 ok\n"));
+
+  args = base;
+  args.insert(args.end(), {"--resource-slices", fx("dra/resourceslices-broken-v1beta1.yaml")});
+  r = runHostprep(args);
+  CHECK(r.exitCode == 1);
+  CHECK_THAT(r.out, Catch::Contains("gpu-b: vm-passthrough (label), 2 GPUs: 2 errors\n"
+                                    "  error dra-gpu-on-passthrough: "));
+  CHECK_THAT(r.out, Catch::Contains("  error dra-vfio-not-prepared: "));
+
+  args = base;
+  args.insert(args.end(), {"--resource-slices", fx("clean/workloads.yaml")});
+  r = runHostprep(args);
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.err, Catch::Contains("workloads.yaml (document 1): a Pod, not a ResourceSlice "
+                                    "(pass 'kubectl get resourceslices -o json')"));
+  r = runHostprep({"check-node", "-", "--resource-slices", "-"});
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.err, Catch::Contains("'-' (standard input) is given 2 times"));
+  r = runHostprep({"check-node", "--help"});
+  CHECK_THAT(r.out, Catch::Contains("--resource-slices"));
+}

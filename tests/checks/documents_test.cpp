@@ -128,7 +128,7 @@ TEST_CASE("check-node reads the vgpu-device-manager config with prepare's parser
   CHECK_THAT(cmBad.error().message, Catch::StartsWith("cm.yaml (ConfigMap data):1: version"));
 }
 
-TEST_CASE("the operands table per mode (DOMAIN.md §1)", "[operands]") {
+TEST_CASE("the operands table per mode", "[operands]") {
   auto names = [](Mode m, Need n) {
     std::vector<std::string> v;
     for (const auto& o : operandTable()) {

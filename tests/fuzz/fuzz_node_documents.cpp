@@ -1,6 +1,6 @@
-// check-node's inputs: Node / NodeList / KubeVirt / VM documents in JSON or YAML. Whatever the
-// bytes, loading either fails with a message naming the input, or yields documents the checker
-// runs on without crashing.
+// check-node's inputs: Node / NodeList / KubeVirt / VM / ResourceSlice documents in JSON or YAML.
+// Whatever the bytes, loading either fails with a message naming the input, or yields documents
+// the checker runs on without crashing.
 #include "checks/check_node.hpp"
 #include "checks/documents.hpp"
 #include "tests/fuzz/fuzz.hpp"
@@ -15,6 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   CheckNodeInput in;
   in.nodes = *docs;
+  (void)checkNodes(in);
+  in.resourceSlices = *docs;  // the same documents as DRA ResourceSlices (read before the nodes)
   (void)checkNodes(in);
   return 0;
 }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Baseline for the slow-teardown benchmark: the per-device sequence of NVIDIA's vfio-manage
-# (k8s-driver-manager; DOMAIN.md §3), device after device: clear driver_override, unbind from the
+# (NVIDIA/k8s-driver-manager), device after device: clear driver_override, unbind from the
 # current driver, write the override, write the BDF to vfio-pci's bind. No waits, no checks.
 #   sh bench-vfio-manage.sh BDF...
 P=/sys/bus/pci/devices

@@ -75,7 +75,7 @@ t_standin_remove_delay() {
     expect_drv $EDU_B standin
 }
 
-# --- kernel ABI facts hostprep relies on (DOMAIN.md section 4) --------------------------------
+# --- kernel ABI facts hostprep relies on (Documentation/ABI/testing/sysfs-bus-pci, driver-api/vfio.rst) --------------------------------
 t_abi_unbind_enodev() {
     [ "$(sysfs-write /sys/bus/pci/drivers/e1000e/unbind $EDU_A || true)" = ENODEV ] \
         || die "unbind from a driver the device is not bound to should be ENODEV"

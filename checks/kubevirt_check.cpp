@@ -1,0 +1,190 @@
+#include "checks/kubevirt_check.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "checks/findings.hpp"
+#include "drivers/resource_names.hpp"
+#include "drivers/text.hpp"
+
+namespace hostprep {
+namespace {
+
+std::string spaced(std::string_view resource) {
+  std::string s(resource.substr(kResourcePrefix.size()));
+  std::replace(s.begin(), s.end(), '_', ' ');
+  return s;
+}
+std::string underscored(std::string_view selector) {
+  // The plugin's rule for mdev type names: whitespace runs to '_'.
+  return vgpuResourceName(selector).substr(kResourcePrefix.size());
+}
+
+std::optional<uint16_t> deviceOf(const StatusView& st, const std::string& resource) {
+  if (auto it = st.resourceDevice.find(resource); it != st.resourceDevice.end()) return it->second;
+  // One passthrough resource and one GPU model on the node: they are the same device.
+  int pt = 0;
+  bool listed = false;
+  for (const auto& [name, c] : st.advertised) {
+    if (classifyResource(name) == ResourceKind::kPassthrough && c > 0) {
+      ++pt;
+      listed = listed || name == resource;
+    }
+  }
+  std::set<uint16_t> ids(st.gpuDeviceIds.begin(), st.gpuDeviceIds.end());
+  if (pt == 1 && listed && ids.size() == 1) return *ids.begin();
+  return std::nullopt;
+}
+
+}  // namespace
+
+void checkKubeVirt(CheckNodeReport& report, const KubeVirtView& kv, const Statuses& statuses) {
+  std::set<const HostDeviceEntry*> permittedAndAdvertised;  // entries a node advertises
+  bool anySandbox = false, anyVgpu = false;
+  std::set<std::string> unverified;
+  for (auto& n : report.nodes) {
+    const StatusView* st = statuses.find(n.name);
+    for (const auto& r : n.resources) {
+      if ((r.kind != ResourceKind::kPassthrough && r.kind != ResourceKind::kVgpu) ||
+          !r.advertised())
+        continue;
+      anySandbox = true;
+      anyVgpu = anyVgpu || r.kind == ResourceKind::kVgpu;
+      const bool mediated = r.kind == ResourceKind::kVgpu;
+      const char* list = mediated ? "mediatedDevices" : "pciHostDevices";
+      const HostDeviceEntry* e = kv.find(r.name);
+      if (!e) {
+        addFinding(n, "kubevirt-not-permitted", Severity::kError,
+                   r.name + " is advertised but not in the KubeVirt CR's permittedHostDevices." +
+                       list + " (" + kv.source + "): VMs asking for it are rejected",
+                   mediated
+                       ? "add {mdevNameSelector: \"" + spaced(r.name) +
+                             "\", resourceName: " + r.name +
+                             ", externalResourceProvider: true} under spec.configuration."
+                             "permittedHostDevices.mediatedDevices"
+                       : "add {pciVendorSelector: \"10DE:<device id>\", resourceName: " + r.name +
+                             ", externalResourceProvider: true} under spec.configuration."
+                             "permittedHostDevices.pciHostDevices",
+                   r.name);
+        continue;
+      }
+      permittedAndAdvertised.insert(e);
+      if (e->mediated != mediated) {
+        addFinding(n, "kubevirt-wrong-list", Severity::kError,
+                   r.name + " is a " + std::string(kindWord(r.kind)) +
+                       " resource but KubeVirt lists it under " +
+                       (e->mediated ? "mediatedDevices" : "pciHostDevices"),
+                   std::string("move the entry to permittedHostDevices.") + list, r.name);
+        continue;
+      }
+      if (!e->external) {
+        addFinding(n, "kubevirt-not-external", Severity::kError,
+                   "KubeVirt permits " + r.name + " (" + list +
+                       ") without externalResourceProvider: "
+                       "true: KubeVirt runs its own device plugin for it, which competes with the "
+                       "sandbox "
+                       "device plugin for the same resource name",
+                   "set externalResourceProvider: true on the " + r.name + " entry in " + kv.source,
+                   r.name);
+      }
+      if (mediated) {
+        if (!e->selector || underscored(*e->selector) != r.name.substr(kResourcePrefix.size())) {
+          addFinding(n, "kubevirt-selector-mismatch", Severity::kError,
+                     "mdevNameSelector " +
+                         (e->selector ? "'" + *e->selector + "'" : std::string("(missing)")) +
+                         " does not match " + r.name + ": the mdev type name is '" +
+                         spaced(r.name) + "'",
+                     "set mdevNameSelector: \"" + spaced(r.name) + "\"", r.name);
+        }
+        continue;
+      }
+      // PCI: "10DE:2236". The device id is known from a raw-id name or the node's status.
+      auto sel = e->selector ? parsePciId(*e->selector) : std::nullopt;
+      if (!sel) {
+        addFinding(n, "kubevirt-selector-mismatch", Severity::kError,
+                   "pciVendorSelector " +
+                       (e->selector ? "'" + *e->selector + "'" : std::string("(missing)")) +
+                       " of " + r.name + " is not VVVV:DDDD",
+                   "set pciVendorSelector: \"10DE:<device id>\" (lspci -nn on the node)", r.name);
+        continue;
+      }
+      std::optional<uint16_t> device = rawDeviceId(r.name);
+      if (!device && st) device = deviceOf(*st, r.name);
+      if (sel->vendor != kNvidiaVendor || (device && sel->device != *device)) {
+        char want[16];
+        std::snprintf(want, sizeof want, "10DE:%04X",
+                      static_cast<unsigned>(device.value_or(sel->device)));
+        addFinding(n, "kubevirt-selector-mismatch", Severity::kError,
+                   "pciVendorSelector '" + *e->selector + "' of " + r.name +
+                       " does not match the device " +
+                       (device ? std::string(want) : std::string("(vendor must be 10DE)")) +
+                       ": KubeVirt will not hand this device to VMs",
+                   "set pciVendorSelector: \"" + std::string(want) + "\"", r.name);
+      } else if (!device) {
+        unverified.insert(r.name);
+      }
+    }
+  }
+  for (const auto& name : unverified) {
+    const auto* e = kv.find(name);
+    addClusterFinding(
+        report.clusterFindings, "kubevirt-selector-unverified", Severity::kInfo, kv.source,
+        "could not verify pciVendorSelector '" + e->selector.value_or("") + "' of " + name +
+            ": no --status document of a node advertising it gives the device id",
+        "pass the nodes' hostprep status documents with --status", name);
+  }
+  if ((anySandbox || !kv.entries.empty()) && !kv.gate("GPU")) {
+    addClusterFinding(report.clusterFindings, "kubevirt-gpu-gate-missing", Severity::kError,
+                      kv.source,
+                      "the KubeVirt CR lacks the feature gate GPU: VMs cannot ask for host GPUs",
+                      "add GPU to spec.configuration.developerConfiguration.featureGates");
+  }
+  // vm-vgpu nodes: their mdevs belong to the vgpu-device-manager, not to KubeVirt. KubeVirt's
+  // virt-handler creates the types of spec.configuration.mediatedDevicesConfiguration
+  // (kubevirt.io/api v1.MediatedDevicesConfiguration: mediatedDeviceTypes,
+  // nodeMediatedDeviceTypes) unless the DisableMDEVConfiguration gate is on.
+  std::vector<std::string> vgpuNodes;
+  for (const auto& n : report.nodes) {
+    if (n.hasGpus && n.mode == Mode::kVmVgpu) vgpuNodes.push_back(n.name);
+  }
+  anyVgpu = anyVgpu || !vgpuNodes.empty();
+  const bool gateOn = kv.gate("DisableMDEVConfiguration");
+  if (anyVgpu && kv.mdevConfig) {
+    const std::string field = "spec.configuration.mediatedDevicesConfiguration";
+    addClusterFinding(
+        report.clusterFindings, "kubevirt-mdev-config-set",
+        gateOn ? Severity::kInfo : Severity::kError, kv.source,
+        "the KubeVirt CR sets " + field +
+            (kv.mdevConfig->empty() ? std::string() : " (" + join(*kv.mdevConfig, ", ") + ")") +
+            " while the vgpu-device-manager creates the vGPU devices of " +
+            (vgpuNodes.empty() ? std::string("the vGPU nodes")
+                               : "the vm-vgpu nodes (" + nameList(vgpuNodes) + ")") +
+            (gateOn ? ": the feature gate DisableMDEVConfiguration keeps KubeVirt from acting on "
+                      "it, so it only misleads"
+                    : ": KubeVirt's virt-handler creates and removes mdevs of the types it lists, "
+                      "against the devices the vgpu-device-manager made"),
+        "remove " + field +
+            " (kubectl patch kubevirt kubevirt -n kubevirt --type json -p "
+            "'[{\"op\":\"remove\",\"path\":\"/spec/configuration/"
+            "mediatedDevicesConfiguration\"}]') and keep the vGPU types in the "
+            "vgpu-device-manager config (nvidia.com/vgpu.config)");
+  }
+  if (anyVgpu && !gateOn) {
+    addClusterFinding(
+        report.clusterFindings, "kubevirt-mdev-gate-missing", Severity::kWarning, kv.source,
+        "vGPU nodes exist but the KubeVirt CR lacks the feature gate "
+        "DisableMDEVConfiguration: KubeVirt may create or remove mdevs itself, against "
+        "the vgpu-device-manager",
+        "add DisableMDEVConfiguration to spec.configuration.developerConfiguration.featureGates");
+  }
+  for (const auto& e : kv.entries) {
+    if (permittedAndAdvertised.count(&e)) continue;
+    addClusterFinding(report.clusterFindings, "kubevirt-permitted-unused", Severity::kInfo,
+                      kv.source, "KubeVirt permits " + e.resource + " but no node advertises it",
+                      "fine if such nodes come later; otherwise check the resource name",
+                      e.resource);
+  }
+}
+
+}  // namespace hostprep

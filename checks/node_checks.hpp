@@ -1,0 +1,45 @@
+// The per-node checks of check-node: the effective mode, the operator's deploy labels, the
+// advertised resources and the host's own status document. Each takes the node's result (to add
+// findings to) and the facts read once from the node's documents.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "checks/check_node.hpp"
+#include "checks/cluster_inputs.hpp"
+
+namespace hostprep {
+
+inline constexpr std::string_view kGpuCountLabel = "nvidia.com/gpu.count";
+inline constexpr std::string_view kGpuPresentLabel = "nvidia.com/gpu.present";
+inline constexpr std::string_view kGpuReplicasLabel = "nvidia.com/gpu.replicas";
+inline constexpr std::string_view kMigStrategyLabel = "nvidia.com/mig.strategy";
+inline constexpr std::string_view kVgpuStateLabel = "nvidia.com/vgpu.config.state";
+inline constexpr std::string_view kMigConfigLabel = "nvidia.com/mig.config";
+inline constexpr std::string_view kMigStateLabel = "nvidia.com/mig.config.state";
+inline constexpr std::string_view kCcModeLabel = "nvidia.com/cc.mode";
+inline constexpr std::string_view kCcStateLabel = "nvidia.com/cc.mode.state";
+// A deploy label's value while a manager has paused the operand: "paused-for-driver-upgrade".
+inline constexpr std::string_view kPausedPrefix = "paused-for-";
+
+// What the checks of one node read, besides its result: built once per node, before any check.
+struct NodeFacts {
+  Labels labels;
+  const StatusView* status = nullptr;  // the node's hostprep status document, if given
+  bool migSingle = false;              // nvidia.com/mig.strategy=single
+  std::optional<int64_t> replicas;     // nvidia.com/gpu.replicas (time-slicing), when valid
+};
+NodeFacts readNodeFacts(const nlohmann::json& node, const Statuses& statuses,
+                        const std::string& name);
+
+// 1. The node's effective mode (n.mode, n.modeSource, n.label) from its label and the policy.
+void decideMode(NodeResult& n, const NodeFacts& f, const Policy& policy);
+// 2. nvidia.com/gpu.deploy.* against the table of operands of the node's mode.
+void checkDeployLabels(NodeResult& n, const NodeFacts& f);
+// 3. Resource kinds, zero allocatable, capacity against allocatable, the GPU count.
+void checkResources(NodeResult& n, const NodeFacts& f, const Policy& policy);
+// 5. The host's status document against the node object.
+void checkStatus(NodeResult& n, const StatusView& st);
+
+}  // namespace hostprep

@@ -1,0 +1,86 @@
+// The KubeVirt check: permittedHostDevices entries, selectors and feature gates.
+#include <catch2/catch.hpp>
+
+#include "checks/check_node.hpp"
+#include "tests/checks/check_node_support.hpp"
+
+using namespace hostprep;
+using namespace hostprep::test;
+
+TEST_CASE("a permittedHostDevices entry without externalResourceProvider", "[check-node]") {
+  auto in = cleanInput();
+  in.workloads.clear();
+  in.kubevirt = one("broken/kubevirt-not-external.yaml");
+  auto r = check(in);
+  const auto* f = find(r, "kubevirt-not-external", "gpu-b");
+  REQUIRE(f);
+  CHECK(f->severity == Severity::kError);
+  CHECK(f->resource == "nvidia.com/GA102GL_A10");
+  CHECK(ids(r, Severity::kWarning) == std::vector<std::string>{"kubevirt-not-external@gpu-b"});
+}
+
+TEST_CASE("KubeVirt: missing entries, wrong selectors, missing gate", "[check-node]") {
+  auto in = cleanInput();
+  in.workloads.clear();
+  auto& kv = in.kubevirt->body["spec"]["configuration"];
+  kv["permittedHostDevices"]["pciHostDevices"][0]["pciVendorSelector"] = "10DE:2235";
+  kv["permittedHostDevices"]["mediatedDevices"][0]["mdevNameSelector"] = "NVIDIA A10-24Q";
+  kv["developerConfiguration"]["featureGates"] = {"DisableMDEVConfiguration"};
+  auto r = check(in);
+  const auto* pci = find(r, "kubevirt-selector-mismatch", "gpu-b");
+  REQUIRE(pci);
+  CHECK(pci->message ==
+        "pciVendorSelector '10DE:2235' of nvidia.com/GA102GL_A10 does not match the "
+        "device 10DE:2236: KubeVirt will not hand this device to VMs");
+  CHECK(find(r, "kubevirt-selector-mismatch", "gpu-c"));
+  CHECK(find(r, "kubevirt-gpu-gate-missing", ""));
+
+  kv["permittedHostDevices"].erase("mediatedDevices");
+  auto r2 = check(in);
+  CHECK(find(r2, "kubevirt-not-permitted", "gpu-c"));
+}
+
+TEST_CASE("KubeVirt's own mdev configuration on a cluster with vm-vgpu nodes", "[check-node]") {
+  auto in = cleanInput();
+  in.workloads.clear();
+  in.kubevirt = one("broken/kubevirt-mdev-config.yaml");
+  auto r = check(in);
+  CHECK(ids(r, Severity::kWarning) ==
+        std::vector<std::string>{"kubevirt-mdev-config-set@cluster",
+                                 "kubevirt-mdev-gate-missing@cluster"});
+  const auto* f = find(r, "kubevirt-mdev-config-set", "");
+  REQUIRE(f);
+  CHECK(f->severity == Severity::kError);
+  CHECK(f->message ==
+        "the KubeVirt CR sets spec.configuration.mediatedDevicesConfiguration "
+        "(mediatedDeviceTypes, nodeMediatedDeviceTypes) while the vgpu-device-manager creates the "
+        "vGPU devices of the vm-vgpu nodes (gpu-c): KubeVirt's virt-handler creates and removes "
+        "mdevs of the types it lists, against the devices the vgpu-device-manager made");
+  CHECK_THAT(f->fix, Catch::StartsWith("remove spec.configuration.mediatedDevicesConfiguration"));
+  CHECK(find(r, "kubevirt-mdev-gate-missing", "")->message ==
+        "vGPU nodes exist but the KubeVirt CR lacks the feature gate DisableMDEVConfiguration: "
+        "KubeVirt may create or remove mdevs itself, against the vgpu-device-manager");
+
+  SECTION("with the gate on, the field is only said") {
+    in.kubevirt->body["spec"]["configuration"]["developerConfiguration"]["featureGates"].push_back(
+        "DisableMDEVConfiguration");
+    auto r2 = check(in);
+    REQUIRE(find(r2, "kubevirt-mdev-config-set", ""));
+    CHECK(find(r2, "kubevirt-mdev-config-set", "")->severity == Severity::kInfo);
+    CHECK_FALSE(find(r2, "kubevirt-mdev-gate-missing", ""));
+  }
+  SECTION("a vm-vgpu node that advertises nothing yet still counts") {
+    auto& items = in.nodes.front().body["items"];
+    items[2]["status"]["capacity"].erase("nvidia.com/NVIDIA_A10-12Q");
+    items[2]["status"]["allocatable"].erase("nvidia.com/NVIDIA_A10-12Q");
+    auto r2 = check(in);
+    CHECK(find(r2, "kubevirt-mdev-config-set", ""));
+    CHECK(find(r2, "kubevirt-mdev-gate-missing", ""));
+  }
+  SECTION("no vm-vgpu node: KubeVirt may manage mdevs") {
+    in.nodes.front().body["items"].erase(2);
+    auto r2 = check(in);
+    CHECK_FALSE(find(r2, "kubevirt-mdev-config-set", ""));
+    CHECK_FALSE(find(r2, "kubevirt-mdev-gate-missing", ""));
+  }
+}
