@@ -66,9 +66,34 @@ bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view drive
       std::optional<std::string>(driver)) {
     return true;  // remove() has not started
   }
+  // The kernel clears dev->driver only after remove() returns, and the uevent attribute names it
+  // ("DRIVER=<name>", drivers/base/core.c dev_uevent) without taking the device lock, on 6.1 and
+  // 6.12 alike. 6.12 no longer takes the device lock in driver_override's show() (a spinlock of
+  // its own, drivers/base/bus.c), so the timed read below cannot tell there; it stays for a root
+  // without a readable uevent.
+  if (auto u = host.read(hostPath(pciDevicePath(bdf), "uevent"), 4096)) {
+    for (const auto& line : splitLines(*u)) {
+      if (line == "DRIVER=" + std::string(driver)) return true;
+    }
+    return false;
+  }
   auto r = host.readAttr(hostPath(pciDevicePath(bdf), "driver_override"),
                          std::chrono::milliseconds(1000));
   return !r && r.error().err == ETIMEDOUT;
+}
+
+std::optional<std::string> vfioDeviceName(const Host& host, const Bdf& bdf) {
+  const std::string dir = hostPath(pciDevicePath(bdf), "vfio-dev");
+  auto names = host.list(dir);
+  if (!names) return std::nullopt;
+  for (const auto& n : *names) {
+    if (n.size() <= 4 || !startsWith(n, "vfio") ||
+        !std::all_of(n.begin() + 4, n.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    if (host.exists(hostPath(dir, n, "dev")) && host.exists(hostPath("dev/vfio/devices", n)))
+      return n;
+  }
+  return std::nullopt;
 }
 
 std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld) {
@@ -130,6 +155,7 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
   if (has("mdev_supported_types")) {
     if (auto types = host.list(at("mdev_supported_types"))) f.mdevTypes = *types;
   }
+  if (has("vfio-dev")) f.vfioDevice = vfioDeviceName(host, bdf);
   return f;
 }
 
@@ -169,6 +195,7 @@ Result<Snapshot> readSnapshot(const Host& host) {
   s.cmdlineText = readTrimmed(host, "proc/cmdline").value_or("");
   s.cmdline = parseCmdline(s.cmdlineText);
   s.rootDiskPci = findRootDiskPci(host);
+  s.iommufd = host.exists("dev/iommu");
   return s;
 }
 
@@ -184,6 +211,7 @@ Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
     *known = std::move(*f);
   }
   readModulesAndDrivers(host, s);
+  s.iommufd = host.exists("dev/iommu");  // iommufd may be a module that a bind loaded
   return s;
 }
 

@@ -24,6 +24,7 @@ struct Snapshot {
   std::string cmdlineText;
   Cmdline cmdline;
   std::optional<Bdf> rootDiskPci;  // the PCI function behind the root filesystem, if found
+  bool iommufd = false;            // dev/iommu exists: the kernel has iommufd (CONFIG_IOMMUFD)
 
   const PciFunction* find(const Bdf& bdf) const;
   PciFunction* find(const Bdf& bdf);
@@ -56,10 +57,16 @@ Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
 std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld = false);
 
 // Is an unbind of this device from `driver` still running in the kernel? The kernel removes the
-// `driver` link before it calls the driver's remove(), so the link cannot say; a timed read of
-// driver_override (whose show() takes the device lock the unbind holds) can: it does not answer.
-// A blocked read leaves one child process waiting in the kernel until remove() returns.
+// `driver` link before it calls the driver's remove(), so the link cannot say; the device's
+// uevent can (DRIVER=<driver> until remove() returns). Without a readable uevent, a timed read of
+// driver_override (whose show() takes the device lock the unbind holds on 6.1, not on 6.12) does
+// not answer; a blocked read leaves one child process waiting in the kernel until remove() returns.
 bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view driver);
+
+// The VFIO device file of a function ("vfio3": /dev/vfio/devices/vfio3), when the kernel made one
+// (a vfio-dev/vfioN entry with a `dev` number: CONFIG_VFIO_DEVICE_CDEV) and the node is there to
+// open. nullopt otherwise.
+std::optional<std::string> vfioDeviceName(const Host& host, const Bdf& bdf);
 
 // Host paths of a PCI function's attributes.
 std::string pciDevicePath(const Bdf& bdf);           // sys/bus/pci/devices/<bdf>
