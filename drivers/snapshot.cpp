@@ -67,11 +67,14 @@ bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view drive
     return true;  // remove() has not started
   }
   // The kernel clears dev->driver only after remove() returns, and the uevent attribute names it
-  // ("DRIVER=<name>", drivers/base/core.c dev_uevent) without taking the device lock, on 6.1 and
-  // 6.12 alike. 6.12 no longer takes the device lock in driver_override's show() (a spinlock of
-  // its own, drivers/base/bus.c), so the timed read below cannot tell there; it stays for a root
-  // without a readable uevent.
-  if (auto u = host.read(hostPath(pciDevicePath(bdf), "uevent"), 4096)) {
+  // ("DRIVER=<name>", drivers/base/core.c dev_uevent). Debian's 6.1 takes the device lock in
+  // uevent's show() (the read waits while remove() runs); 6.12 does not, and neither does its
+  // driver_override show() (a spinlock of its own, drivers/base/bus.c), so on 6.12 only DRIVER=
+  // tells. A timed read covers both: no answer, or DRIVER=<driver>, means still running.
+  // driver_override's timed read stays for a root without a uevent file.
+  auto u = host.readAttr(hostPath(pciDevicePath(bdf), "uevent"), std::chrono::milliseconds(1000));
+  if (!u && u.error().err == ETIMEDOUT) return true;
+  if (u) {
     for (const auto& line : splitLines(*u)) {
       if (line == "DRIVER=" + std::string(driver)) return true;
     }

@@ -57,10 +57,11 @@ Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
 std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld = false);
 
 // Is an unbind of this device from `driver` still running in the kernel? The kernel removes the
-// `driver` link before it calls the driver's remove(), so the link cannot say; the device's
-// uevent can (DRIVER=<driver> until remove() returns). Without a readable uevent, a timed read of
-// driver_override (whose show() takes the device lock the unbind holds on 6.1, not on 6.12) does
-// not answer; a blocked read leaves one child process waiting in the kernel until remove() returns.
+// `driver` link before it calls the driver's remove(), so the link cannot say; a timed read of the
+// device's uevent can: it does not answer (6.1 takes the device lock the unbind holds), or it
+// says DRIVER=<driver> (6.12: dev->driver is cleared only after remove() returns). Without a
+// uevent file, a timed read of driver_override (device lock on 6.1) decides. A blocked read leaves
+// one child process waiting in the kernel until remove() returns.
 bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view driver);
 
 // The VFIO device file of a function ("vfio3": /dev/vfio/devices/vfio3), when the kernel made one
