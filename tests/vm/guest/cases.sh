@@ -177,12 +177,18 @@ t_kernel_differences() {
         6.12) [ -z "$r" ] || die "6.12: VF driver right after sriov_numvfs=1: '$r', expected none yet" ;;
     esac
     note "$k: VF driver when sriov_numvfs=1 returns (autoprobe on): '${r:-none}'"
+}
+# The device lock (a test of its own: it starts from a quiet node, as standin's own tests do).
+t_kernel_differences_lock() {
+    local r u n k
+    case $(uname -r) in 6.1.*) k=6.1 ;; 6.12.*) k=6.12 ;; *) k=other ;; esac
     # 3. During a blocked unbind: the driver link is gone on both; reads of uevent and
     #    driver_override wait for the device lock on 6.1, and return at once on 6.12, where
     #    uevent still says DRIVER=standin (hostprep's sign of a running unbind there).
     n=$(standin_node $EDU_B)
+    rm -f $T/unbind.done    # standin.remove_blocks_while_open leaves its own behind
     hold_start $n
-    (echo $EDU_B > /sys/bus/pci/drivers/standin/unbind; echo done > $T/unbind.done) > /dev/null 2>&1 &
+    (echo $EDU_B > /sys/bus/pci/drivers/standin/unbind; echo done > $T/unbind.done) &
     sleep 1
     [ ! -e $T/unbind.done ] || die "unbind returned while $n was open"
     expect_drv $EDU_B "" "driver link during a blocked remove()"
@@ -204,6 +210,11 @@ t_kernel_differences() {
     grep -q '^DRIVER=' $P/$EDU_B/uevent && die "uevent still names a driver after remove()"
     echo $EDU_B > /sys/bus/pci/drivers/standin/bind
     expect_drv $EDU_B standin
+}
+t_kernel_differences_vfio_dev() {
+    local r k cdev iommufd
+    case $(uname -r) in 6.1.*) k=6.1 ;; 6.12.*) k=6.12 ;; *) k=other ;; esac
+    modprobe vfio-pci
     # 4. VFIO device files: vfio-dev/vfioN on both, a `dev` number and /dev/vfio/devices/vfioN
     #    only with CONFIG_VFIO_DEVICE_CDEV, which needs CONFIG_IOMMUFD: Debian 12's 6.12 has
     #    neither (so no /dev/iommu), like 6.1.
