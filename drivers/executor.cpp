@@ -199,6 +199,31 @@ Status removeVgpu(Host& h, const Step& st) {
   return {};
 }
 
+// The group's members on vfio whose vfio-dev/vfioN entry says the kernel made a device file:
+// /dev/vfio/devices/vfioN must appear (devtmpfs creates it with the device).
+Status verifyVfioDeviceFiles(const Host& h, const Step& st) {
+  auto members =
+      h.list(hostPath("sys/kernel/iommu_groups", std::to_string(st.group.value_or(-1)), "devices"));
+  if (!members) return {};
+  for (const auto& m : *members) {
+    auto b = parseBdf(m);
+    if (!b) continue;
+    const std::string vdir = hostPath(pciDevicePath(*b), "vfio-dev");
+    auto names = h.list(vdir);
+    if (!names) continue;  // not on vfio, or a kernel before vfio-dev (< 6.1)
+    for (const auto& n : *names) {
+      if (!startsWith(n, "vfio") || !h.exists(hostPath(vdir, n, "dev"))) continue;
+      const std::string node = hostPath("dev/vfio/devices", n);
+      if (!waitFor([&] { return h.exists(node); }, milliseconds(2000))) {
+        return stepError(st, sysError(b->str() + ": /" + node + " did not appear", ENOENT),
+                         "the kernel lists the VFIO device file in sysfs; is devtmpfs mounted on "
+                         "/dev?");
+      }
+    }
+  }
+  return {};
+}
+
 Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
   if (auto v = checkStep(st); !v) return stepError(st, v.error());
   Host& h = k.host;
@@ -264,7 +289,10 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
         return stepError(st, sysError("/" + node + " did not appear", ENOENT),
                          "is vfio loaded and the IOMMU on? run 'hostprep preflight'");
       }
-      return {};
+      // Where the kernel has VFIO device files (Linux 6.6+, CONFIG_VFIO_DEVICE_CDEV), each member
+      // on vfio also gets /dev/vfio/devices/vfioN: its vfio-dev/vfioN entry has a `dev` number.
+      // 6.1 lists vfio-dev/vfioN without one, and then the group node is all there is.
+      return verifyVfioDeviceFiles(h, st);
     }
     case StepKind::kUnbindLock:
       return takeUnbindLock(h, st);

@@ -82,6 +82,11 @@ struct PciFunction {
   std::vector<Bdf> consumers;          // from "consumer:pci:<BDF>" device links
   std::vector<std::string> mdevTypes;  // mdev_supported_types entries, when an mdev parent
   std::vector<PciBar> bars;            // memory BARs 0-5 with a size (from `resource`)
+  // The VFIO device file's name ("vfio3" for /dev/vfio/devices/vfio3) while the function is on a
+  // VFIO driver and the kernel has device files (Linux 6.6+, CONFIG_VFIO_DEVICE_CDEV): its
+  // vfio-dev/vfioN entry carries a `dev` number and dev/vfio/devices/vfioN exists. 6.1 already
+  // lists vfio-dev/vfioN, without `dev` (Documentation/driver-api/vfio.rst, "VFIO Device cdev").
+  std::optional<std::string> vfioDevice;
   // An unbind of this function is still running in the kernel (the driver's remove() is blocked)
   // and holds its device lock: driverOverride and sriovNumVfs were not read (they would block).
   bool unbindPending = false;

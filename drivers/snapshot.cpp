@@ -87,9 +87,37 @@ bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view drive
       std::optional<std::string>(driver)) {
     return true;  // remove() has not started
   }
+  // The kernel clears dev->driver only after remove() returns, and the uevent attribute names it
+  // ("DRIVER=<name>", drivers/base/core.c dev_uevent). Debian's 6.1 takes the device lock in
+  // uevent's show() (the read waits while remove() runs); 6.12 does not, and neither does its
+  // driver_override show() (a spinlock of its own, drivers/base/bus.c), so on 6.12 only DRIVER=
+  // tells. A timed read covers both: no answer, or DRIVER=<driver>, means still running.
+  // driver_override's timed read stays for a root without a uevent file.
+  auto u = host.readAttr(hostPath(pciDevicePath(bdf), "uevent"), std::chrono::milliseconds(1000));
+  if (!u && u.error().err == ETIMEDOUT) return true;
+  if (u) {
+    for (const auto& line : splitLines(*u)) {
+      if (line == "DRIVER=" + std::string(driver)) return true;
+    }
+    return false;
+  }
   auto r = host.readAttr(hostPath(pciDevicePath(bdf), "driver_override"),
                          std::chrono::milliseconds(1000));
   return !r && r.error().err == ETIMEDOUT;
+}
+
+std::optional<std::string> vfioDeviceName(const Host& host, const Bdf& bdf) {
+  const std::string dir = hostPath(pciDevicePath(bdf), "vfio-dev");
+  auto names = host.list(dir);
+  if (!names) return std::nullopt;
+  for (const auto& n : *names) {
+    if (n.size() <= 4 || !startsWith(n, "vfio") ||
+        !std::all_of(n.begin() + 4, n.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    if (host.exists(hostPath(dir, n, "dev")) && host.exists(hostPath("dev/vfio/devices", n)))
+      return n;
+  }
+  return std::nullopt;
 }
 
 std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld) {
@@ -154,6 +182,7 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
   if (has("mdev_supported_types")) {
     if (auto types = host.list(at("mdev_supported_types"))) f.mdevTypes = *types;
   }
+  if (has("vfio-dev")) f.vfioDevice = vfioDeviceName(host, bdf);
   return f;
 }
 
@@ -193,6 +222,7 @@ Result<Snapshot> readSnapshot(const Host& host) {
   s.cmdlineText = readTrimmed(host, "proc/cmdline").value_or("");
   s.cmdline = parseCmdline(s.cmdlineText);
   s.rootDiskPci = findRootDiskPci(host);
+  s.iommufd = host.exists("dev/iommu");
   return s;
 }
 
@@ -208,6 +238,7 @@ Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
     *known = std::move(*f);
   }
   readModulesAndDrivers(host, s);
+  s.iommufd = host.exists("dev/iommu");  // iommufd may be a module that a bind loaded
   return s;
 }
 

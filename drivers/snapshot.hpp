@@ -24,6 +24,7 @@ struct Snapshot {
   std::string cmdlineText;
   Cmdline cmdline;
   std::optional<Bdf> rootDiskPci;  // the PCI function behind the root filesystem, if found
+  bool iommufd = false;            // dev/iommu exists: the kernel has iommufd (CONFIG_IOMMUFD)
 
   const PciFunction* find(const Bdf& bdf) const;
   PciFunction* find(const Bdf& bdf);
@@ -56,15 +57,22 @@ Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
 std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld = false);
 
 // Is an unbind of this device from `driver` still running in the kernel? The kernel removes the
-// `driver` link before it calls the driver's remove(), so the link cannot say; a timed read of
-// driver_override (whose show() takes the device lock the unbind holds) can: it does not answer.
-// A blocked read leaves one child process waiting in the kernel until remove() returns.
+// `driver` link before it calls the driver's remove(), so the link cannot say; a timed read of the
+// device's uevent can: it does not answer (6.1 takes the device lock the unbind holds), or it
+// says DRIVER=<driver> (6.12: dev->driver is cleared only after remove() returns). Without a
+// uevent file, a timed read of driver_override (device lock on 6.1) decides. A blocked read leaves
+// one child process waiting in the kernel until remove() returns.
 bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view driver);
 
 // The memory BARs 0-5 of a function's sysfs `resource` file: one line "start end flags" (hex)
 // per resource, BARs first (drivers/pci/pci-sysfs.c resource_show); unused BARs read all zero.
 // Flags are the kernel's IORESOURCE_* bits (include/linux/ioport.h).
 std::vector<PciBar> parsePciResource(std::string_view text);
+
+// The VFIO device file of a function ("vfio3": /dev/vfio/devices/vfio3), when the kernel made one
+// (a vfio-dev/vfioN entry with a `dev` number: CONFIG_VFIO_DEVICE_CDEV) and the node is there to
+// open. nullopt otherwise.
+std::optional<std::string> vfioDeviceName(const Host& host, const Bdf& bdf);
 
 // Host paths of a PCI function's attributes.
 std::string pciDevicePath(const Bdf& bdf);           // sys/bus/pci/devices/<bdf>

@@ -255,6 +255,7 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
   d.desiredMode = in.desiredMode;
   d.desiredModeSource = in.desiredMode ? in.desiredModeSource : std::string();
   d.pciIdsFound = in.pciIds.has_value();
+  d.iommufd = s.iommufd;
 
   // 1. The devices hostprep manages: the selection, plus the VFs of selected GPUs.
   auto sel = selectDevices(s, in.selection);
@@ -409,6 +410,8 @@ nlohmann::ordered_json toJson(const StatusDocument& d) {
     e["physfn"] = f.physfn ? ojson(f.physfn->str()) : ojson(nullptr);
     // Only while an unbind of it is blocked in the kernel (driverOverride is then unknown).
     if (f.unbindPending) e["unbindPending"] = true;
+    // Only where the kernel made a VFIO device file for it (Linux 6.6+, on a VFIO driver).
+    if (f.vfioDevice) e["vfioDevice"] = "/dev/vfio/devices/" + *f.vfioDevice;
     j["devices"].push_back(std::move(e));
   }
   j["vgpuDevices"] = ojson::array();
@@ -430,6 +433,7 @@ nlohmann::ordered_json toJson(const StatusDocument& d) {
                           {"wantedDriver", opt(dv->wantedDriver)}});
   }
   j["pciIdsFound"] = d.pciIdsFound;
+  j["iommufd"] = d.iommufd;
   return j;
 }
 

@@ -103,6 +103,7 @@ struct StatusDocument {
   std::map<std::string, int> advertised;
   std::vector<const StatusDevice*> drift() const;  // devices off their wanted driver
   bool pciIdsFound = false;
+  bool iommufd = false;  // /dev/iommu exists (CONFIG_IOMMUFD): VMMs may use iommufd + device files
 
   const Condition* condition(std::string_view type) const;
 };

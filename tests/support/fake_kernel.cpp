@@ -101,6 +101,43 @@ void FakeKernel::refreshVfioNode(const PciFunction& f) {
   } else {
     fs::remove(fs_.resolve(node), ec);
   }
+  refreshVfioDeviceFile(f.bdf);
+}
+
+// A function on a VFIO driver gets vfio-dev/vfioN (Linux 6.1+); where the fixture's kernel has
+// VFIO device files (fake/vfio-device-cdev exists: CONFIG_VFIO_DEVICE_CDEV, 6.6+) the entry has a
+// `dev` number and /dev/vfio/devices/vfioN appears (not when the file says "no-node"), N the
+// lowest free index. Off VFIO, both go.
+void FakeKernel::refreshVfioDeviceFile(const Bdf& b) {
+  std::error_code ec;
+  const std::string vdir = hostPath(pciDevicePath(b), "vfio-dev");
+  const auto d = boundDriver(b);
+  const bool onVfio = d && isVfioDriver(*d);
+  if (!onVfio) {
+    for (const auto& n : fs_.list(vdir).value_or(std::vector<std::string>{})) {
+      fs::remove(fs_.resolve(hostPath("dev/vfio/devices", n)), ec);
+      if (auto i = parseSigned(std::string_view(n).substr(std::min<size_t>(4, n.size())))) {
+        takenVfioIndex_.erase(static_cast<int>(*i));
+      }
+    }
+    fs::remove_all(fs_.resolve(vdir), ec);
+    return;
+  }
+  if (fs_.exists(vdir)) return;
+  int n = 0;
+  while (fs_.exists(hostPath("dev/vfio/devices", "vfio" + std::to_string(n))) ||
+         takenVfioIndex_.count(n))
+    ++n;
+  takenVfioIndex_.insert(n);
+  const std::string name = "vfio" + std::to_string(n);
+  (void)fs_.makeDirs(hostPath(vdir, name), 0755);
+  if (fs_.exists("fake/vfio-device-cdev")) {
+    putFile(hostPath(vdir, name, "dev"), "511:" + std::to_string(n) + "\n", 0444);
+    // "no-node": the kernel made the device, but nothing created its /dev node (no devtmpfs).
+    if (readTrimmed(fs_, "fake/vfio-device-cdev") == "no-node") return;
+    (void)fs_.makeDirs("dev/vfio/devices", 0755);
+    putFile(hostPath("dev/vfio/devices", name), "", 0600);
+  }
 }
 
 bool FakeKernel::bind(const Bdf& b, const std::string& driver, int* err) {

@@ -2,8 +2,9 @@
 // production); writes to kernel attributes get the kernel's semantics (kernel
 // Documentation/ABI/testing/sysfs-bus-pci), and the
 // fake keeps its world consistent: a bind moves the `driver` link and the driver's device link,
-// creates /dev/vfio/<group>; a module load creates sys/module/<m>, the driver directory and the
-// proc/modules line. Any write can be made to fail on demand.
+// creates /dev/vfio/<group> (and, when fake/vfio-device-cdev exists, the VFIO device file
+// /dev/vfio/devices/vfioN with its vfio-dev/vfioN/dev entry); a module load creates sys/module/<m>,
+// the driver directory and the proc/modules line. Any write can be made to fail on demand.
 //
 // SR-IOV and vGPU (sysfs-bus-pci; NVIDIA's sriov-manage): sriov_numvfs creates and removes VF
 // functions (physfn / virtfnN links, their own IOMMU groups, autoprobe binding) with the kernel's
@@ -120,6 +121,8 @@ class FakeKernel final : public Host {
   void unbindNow(const Bdf& b, const std::string& driver);
   bool driverMatches(const std::string& driver, const PciFunction& f) const;
   void refreshVfioNode(const PciFunction& f);
+  void refreshVfioDeviceFile(const Bdf& b);
+  std::set<int> takenVfioIndex_;  // vfio-dev indexes in use (the kernel's ida frees them)
   Status setNumVfs(const Bdf& pf, int n);
   void addVf(const PciFunction& pf, int index);
   void removeVf(const Bdf& pf, const Bdf& vf, int index);

@@ -124,6 +124,112 @@ t_abi_probe_nothing_binds() {
     expect_drv $PBRIDGE "" "bridge must not bind to vfio-pci"
 }
 
+# --- where 6.1 and 6.12 differ, and where they do not ------------------------------------------
+# blocks PATH: does a read of PATH wait (2 s) while the device's unbind is pending? (The reader
+# is left behind in the kernel until the lock goes; its output goes nowhere.)
+blocks() {
+    rm -f $T/rd.done
+    (cat $1 > /dev/null 2>&1; echo > $T/rd.done) > /dev/null 2>&1 &
+    local i=0
+    while [ ! -e $T/rd.done ] && [ $i -lt 20 ]; do usleep 100000; i=$((i + 1)); done
+    [ -e $T/rd.done ] && echo no || echo yes
+}
+# Each fact is asserted for the kernel that runs (6.1 or 6.12, from uname -r) and printed as a
+# note; hostprep's code handles both (see tests/vm/README.md, "6.1 and 6.12").
+t_kernel_differences() {
+    local r n k vf
+    case $(uname -r) in 6.1.*) k=6.1 ;; 6.12.*) k=6.12 ;; *) k=other ;; esac
+    modprobe vfio-pci
+    # 1. The errno of refused binds (the same on both).
+    r=$(sysfs-write /sys/bus/pci/drivers/vfio-pci/bind $PBRIDGE || true)
+    [ "$r" = ENODEV ] || die "bind a bridge to vfio-pci without an override: $r, expected ENODEV"
+    echo vfio-pci > $P/$PBRIDGE/driver_override
+    r=$(sysfs-write /sys/bus/pci/drivers/vfio-pci/bind $PBRIDGE || true)
+    echo > $P/$PBRIDGE/driver_override
+    [ "$r" = EINVAL ] || die "bind a bridge to vfio-pci with the override: $r, expected EINVAL"
+    r=$(sysfs-write /sys/bus/pci/drivers/vfio-pci/bind $EDU_A || true)
+    [ "$r" = ENODEV ] || die "bind a device bound elsewhere: $r, expected ENODEV"
+    echo vfio-pci > $P/$TESTDEV/driver_override
+    r=$(sysfs-write /sys/bus/pci/drivers/e1000e/bind $TESTDEV || true)
+    echo > $P/$TESTDEV/driver_override
+    [ "$r" = ENODEV ] || die "bind against driver_override: $r, expected ENODEV"
+    echo 0 > $P/$NVME/sriov_drivers_autoprobe
+    echo 1 > $P/$NVME/sriov_numvfs
+    echo vfio-pci > $P/$NVME/driver_override
+    echo $NVME > /sys/bus/pci/drivers/nvme/unbind
+    r=$(sysfs-write /sys/bus/pci/drivers/vfio-pci/bind $NVME || true)
+    echo > $P/$NVME/driver_override
+    echo $NVME > /sys/bus/pci/drivers_probe
+    wait_drv $NVME nvme 30 || die "nvme PF not back on nvme"
+    echo 0 > $P/$NVME/sriov_numvfs
+    [ "$r" = EBUSY ] || die "bind a PF with VFs to vfio-pci: $r, expected EBUSY"
+    note "$k: refused binds: bridge ENODEV (no override) / EINVAL (override), bound elsewhere ENODEV, against the override ENODEV, PF with VFs EBUSY"
+    # 2. VF probing with autoprobe on: 6.1 binds the VF inside the sriov_numvfs write; 6.12
+    #    returns before (QEMU's nvme VF then fails its init on both and is left driverless).
+    echo 1 > $P/$NVME/sriov_drivers_autoprobe
+    echo 1 > $P/$NVME/sriov_numvfs
+    vf=$(basename $(readlink $P/$NVME/virtfn0))
+    r=$(drv $vf)
+    sleep 2
+    echo 0 > $P/$NVME/sriov_numvfs
+    case $k in
+        6.1) [ "$r" = nvme ] || die "6.1: VF driver right after sriov_numvfs=1: '$r', expected nvme" ;;
+        6.12) [ -z "$r" ] || die "6.12: VF driver right after sriov_numvfs=1: '$r', expected none yet" ;;
+    esac
+    note "$k: VF driver when sriov_numvfs=1 returns (autoprobe on): '${r:-none}'"
+}
+# The device lock (a test of its own: it starts from a quiet node, as standin's own tests do).
+t_kernel_differences_lock() {
+    local r u n k
+    case $(uname -r) in 6.1.*) k=6.1 ;; 6.12.*) k=6.12 ;; *) k=other ;; esac
+    # 3. During a blocked unbind: the driver link is gone on both; reads of uevent and
+    #    driver_override wait for the device lock on 6.1, and return at once on 6.12, where
+    #    uevent still says DRIVER=standin (hostprep's sign of a running unbind there).
+    n=$(standin_node $EDU_B)
+    rm -f $T/unbind.done    # standin.remove_blocks_while_open leaves its own behind
+    hold_start $n
+    (echo $EDU_B > /sys/bus/pci/drivers/standin/unbind; echo done > $T/unbind.done) &
+    sleep 1
+    [ ! -e $T/unbind.done ] || die "unbind returned while $n was open"
+    expect_drv $EDU_B "" "driver link during a blocked remove()"
+    r=$(blocks $P/$EDU_B/driver_override)
+    u=$(blocks $P/$EDU_B/uevent)
+    case $k in
+        6.1) [ $r = yes ] || die "6.1: a read of driver_override did not wait for the device lock"
+             [ $u = yes ] || die "6.1: a read of uevent did not wait for the device lock" ;;
+        6.12) [ $r = no ] || die "6.12: a read of driver_override waited for the device lock"
+              [ $u = no ] || die "6.12: a read of uevent waited for the device lock"
+              grep -qx DRIVER=standin $P/$EDU_B/uevent \
+                  || die "6.12: uevent during a blocked remove(): $(tr '\n' ' ' < $P/$EDU_B/uevent)" ;;
+    esac
+    [ "$(blocks $P/$EDU_B/vendor)" = no ] || die "a read of vendor waited for the device lock"
+    note "$k: blocked unbind: driver link gone; reads wait for the device lock: driver_override $r, uevent $u"
+    hold_stop
+    i=0; while [ ! -e $T/unbind.done ] && [ $i -lt 30 ]; do usleep 100000; i=$((i + 1)); done
+    [ -e $T/unbind.done ] || die "unbind did not finish after the holder closed"
+    grep -q '^DRIVER=' $P/$EDU_B/uevent && die "uevent still names a driver after remove()"
+    echo $EDU_B > /sys/bus/pci/drivers/standin/bind
+    expect_drv $EDU_B standin
+}
+t_kernel_differences_vfio_dev() {
+    local r k cdev iommufd
+    case $(uname -r) in 6.1.*) k=6.1 ;; 6.12.*) k=6.12 ;; *) k=other ;; esac
+    modprobe vfio-pci
+    # 4. VFIO device files: vfio-dev/vfioN on both, a `dev` number and /dev/vfio/devices/vfioN
+    #    only with CONFIG_VFIO_DEVICE_CDEV, which needs CONFIG_IOMMUFD: Debian 12's 6.12 has
+    #    neither (so no /dev/iommu), like 6.1.
+    vfio_bind $EDU_A
+    expect_drv $EDU_A vfio-pci
+    r=$(ls $P/$EDU_A/vfio-dev 2>/dev/null | tr '\n' ' ')
+    case "$r" in vfio[0-9]*) ;; *) host_bind $EDU_A; die "no vfio-dev/vfioN under $EDU_A: '$r'" ;; esac
+    if [ -e $P/$EDU_A/vfio-dev/${r% }/dev ]; then cdev=yes; else cdev=no; fi
+    [ -e /dev/iommu ] && iommufd=yes || iommufd=no
+    host_bind $EDU_A
+    expect_drv $EDU_A standin
+    [ $cdev = no ] || [ -e /dev/vfio/devices ] || die "vfio-dev has a dev number, /dev/vfio/devices is missing"
+    note "$k: vfio-dev/${r% } on vfio-pci; device file: $cdev; /dev/iommu: $iommufd"
+}
+
 # --- SR-IOV on the nvme PF --------------------------------------------------------------------
 t_sriov() {
     local f=$P/$NVME/sriov_numvfs r
@@ -251,6 +357,21 @@ hp_t_status() {
     hp_expect 0 --output json status $HP_IDS --devices $d
     grep -q '"actualMode": "vm-passthrough"' $T/hp.out || die "status: actualMode is not vm-passthrough"
     grep -q '"converged": true' $T/hp.out || die "status: not converged after prepare"
+    # iommufd and the VFIO device files: published exactly where the kernel has them (neither
+    # Debian 12 kernel does: CONFIG_IOMMUFD is off in both, so no vfioDevice and iommufd false).
+    [ -e /dev/iommu ] && want=true || want=false
+    grep -q "\"iommufd\": $want" $T/hp.out || die "status: iommufd is not $want"
+    for b in $EDU_A $EDU_B; do
+        v=$(ls $P/$b/vfio-dev 2>/dev/null | head -n1)
+        [ -n "$v" ] || die "$b on vfio-pci has no vfio-dev entry"
+        if [ -e $P/$b/vfio-dev/$v/dev ]; then
+            grep -q "\"vfioDevice\": \"/dev/vfio/devices/$v\"" $T/hp.out || die "status: no vfioDevice $v for $b"
+        fi
+    done
+    if ! ls $P/$EDU_A/vfio-dev/*/dev > /dev/null 2>&1; then
+        grep -q '"vfioDevice"' $T/hp.out && die "status: vfioDevice on a kernel without VFIO device files"
+    fi
+    note "$(uname -r): iommufd $want, vfioDevice $(grep -c '"vfioDevice"' $T/hp.out) devices"
     hp_expect 0 prepare --mode container $HP_IDS --devices $d
     hp_expect 0 --output json status $HP_IDS --devices $d
     grep -q '"actualMode": "container"' $T/hp.out || die "status: actualMode is not container"

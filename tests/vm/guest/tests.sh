@@ -25,6 +25,9 @@ run_test vfio.group_not_viable t_vfio_group_not_viable
 run_test sriov.numvfs t_sriov
 run_test sriov.vfio_refuses_pf_with_vfs t_sriov_vfio_refuses_pf
 run_test mdev.mtty_create_remove t_mdev
+run_test kernel.differences t_kernel_differences 90
+run_test kernel.differences.device_lock t_kernel_differences_lock 60
+run_test kernel.differences.vfio_dev t_kernel_differences_vfio_dev 60
 
 if [ -x /usr/bin/hostprep ]; then
     . /tests/hostprep-tests.sh
