@@ -1,6 +1,7 @@
 #include "checks/kubevirt_check.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <set>
 
@@ -112,13 +113,13 @@ void checkKubeVirt(CheckNodeReport& report, const KubeVirtView& kv, const Status
       std::optional<uint16_t> device = rawDeviceId(r.name);
       if (!device && st) device = deviceOf(*st, r.name);
       if (sel->vendor != kNvidiaVendor || (device && sel->device != *device)) {
-        char want[16];
-        std::snprintf(want, sizeof want, "10DE:%04X",
-                      static_cast<unsigned>(device.value_or(sel->device)));
+        std::string want = "10DE:" + hexDigits(device.value_or(sel->device), 4);
+        std::transform(want.begin(), want.end(), want.begin(),
+                       [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
         addFinding(n, "kubevirt-selector-mismatch", Severity::kError,
                    "pciVendorSelector '" + *e->selector + "' of " + r.name +
                        " does not match the device " +
-                       (device ? std::string(want) : std::string("(vendor must be 10DE)")) +
+                       (device ? want : std::string("(vendor must be 10DE)")) +
                        ": KubeVirt will not hand this device to VMs",
                    "set pciVendorSelector: \"" + std::string(want) + "\"", r.name);
       } else if (!device) {

@@ -80,10 +80,10 @@ std::string shellValue(std::string_view rhs, const std::map<std::string, std::st
       auto inner = rhs.substr(i + 1, close - i - 1);
       out += c == '"' ? expandVars(inner, vars) : std::string(inner);
       i = close + 1;
-    } else if (c == '#' && (i == 0 || rhs[i - 1] == ' ' || rhs[i - 1] == '\t')) {
-      break;  // trailing comment
-    } else if (c == ' ' || c == '\t') {
-      break;  // an unquoted space ends the word (the rest would be a command)
+    } else if (c == ' ' || c == '\t' || (c == '#' && i == 0)) {
+      // An unquoted space ends the word (the rest would be a command or a trailing comment); a
+      // '#' after a space never gets here, one at the start is a comment.
+      break;
     } else {
       size_t end = rhs.find_first_of(" \t'\"", i);
       if (end == std::string_view::npos) end = rhs.size();

@@ -319,7 +319,7 @@ FileLock::~FileLock() {
 }
 
 std::optional<std::string> readTrimmed(const Host& host, std::string_view path) {
-  auto r = host.read(path, 64 * 1024);
+  auto r = host.read(path, size_t{64} * 1024);
   if (!r) return std::nullopt;
   return std::string(trim(*r));
 }

@@ -7,10 +7,8 @@
 namespace hostprep {
 
 std::string Bdf::str() const {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%x", domain, unsigned{bus}, unsigned{device},
-                unsigned{function});
-  return buf;
+  return hexDigits(domain, 4) + ":" + hexDigits(bus, 2) + ":" + hexDigits(device, 2) + "." +
+         hexDigits(function, 1);
 }
 
 std::optional<Bdf> parseBdf(std::string_view s) {
@@ -57,11 +55,7 @@ std::optional<PciId> parsePciId(std::string_view s) {
   return PciId{static_cast<uint16_t>(*v), static_cast<uint16_t>(*d)};
 }
 
-std::string toString(PciId id) {
-  char buf[12];
-  std::snprintf(buf, sizeof buf, "%04x:%04x", unsigned{id.vendor}, unsigned{id.device});
-  return buf;
-}
+std::string toString(PciId id) { return hexDigits(id.vendor, 4) + ":" + hexDigits(id.device, 4); }
 
 bool isBridge(uint32_t cls) { return baseClass(cls) == 0x06; }
 

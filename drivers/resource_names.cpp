@@ -8,11 +8,7 @@
 namespace hostprep {
 namespace {
 
-std::string hex4(uint16_t v) {
-  char buf[5];
-  std::snprintf(buf, sizeof buf, "%04x", static_cast<unsigned>(v));
-  return buf;
-}
+std::string hex4(uint16_t v) { return hexDigits(v, 4); }
 
 bool isSpace(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
 

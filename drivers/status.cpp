@@ -15,17 +15,8 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-std::string hex4(uint16_t v) {
-  char buf[5];
-  std::snprintf(buf, sizeof buf, "%04x", static_cast<unsigned>(v));
-  return buf;
-}
-
-std::string hex6(uint32_t v) {
-  char buf[7];
-  std::snprintf(buf, sizeof buf, "%06x", static_cast<unsigned>(v & 0xffffff));
-  return buf;
-}
+std::string hex4(uint16_t v) { return hexDigits(v, 4); }
+std::string hex6(uint32_t v) { return hexDigits(v & 0xffffff, 6); }
 
 ActualMode asActual(Mode m) {
   switch (m) {
@@ -489,8 +480,8 @@ std::string formatTime(std::time_t t) {
   std::tm tm{};
   ::gmtime_r(&t, &tm);
   char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return std::string(buf, n);
 }
 
 std::optional<std::time_t> parseTime(std::string_view s) {

@@ -76,4 +76,15 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   return out;
 }
 
+std::string hexDigits(uint64_t v, int width) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s;
+  do {
+    s.insert(s.begin(), kDigits[v & 0xf]);
+    v >>= 4;
+  } while (v != 0);
+  if (static_cast<int>(s.size()) < width) s.insert(0, static_cast<size_t>(width) - s.size(), '0');
+  return s;
+}
+
 }  // namespace hostprep

@@ -39,5 +39,7 @@ std::optional<int64_t> parseSigned(std::string_view s);
 
 std::string toLower(std::string_view s);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
+// `v` in lower-case hex, zero-padded to `width` digits: hexDigits(0x2236, 4) == "2236".
+std::string hexDigits(uint64_t v, int width);
 
 }  // namespace hostprep

@@ -47,9 +47,7 @@ std::string quoteUntrusted(std::string_view s) {
     if (u >= 0x20 && u < 0x7f && u != '\\') {
       out += s[i];
     } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", unsigned{u});
-      out += buf;
+      out += "\\x" + hexDigits(u, 2);
     }
   }
   if (s.size() > n) out += "...";

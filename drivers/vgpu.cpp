@@ -92,11 +92,7 @@ std::vector<VgpuTypeId> parseCreatableVgpuTypes(std::string_view text) {
 std::string sha1Hex(std::string_view data) {
   auto d = sha1(data);
   std::string s;
-  char buf[3];
-  for (uint8_t b : d) {
-    std::snprintf(buf, sizeof buf, "%02x", b);
-    s += buf;
-  }
+  for (uint8_t b : d) s += hexDigits(b, 2);
   return s;
 }
 
@@ -107,11 +103,9 @@ std::string vgpuUuid(const Bdf& parent, std::string_view type, int index) {
   d[6] = static_cast<uint8_t>((d[6] & 0x0f) | 0x50);  // version 5
   d[8] = static_cast<uint8_t>((d[8] & 0x3f) | 0x80);  // RFC 4122 variant
   std::string s;
-  char buf[3];
   for (size_t i = 0; i < 16; ++i) {
     if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
-    std::snprintf(buf, sizeof buf, "%02x", d[i]);
-    s += buf;
+    s += hexDigits(d[i], 2);
   }
   return s;
 }
