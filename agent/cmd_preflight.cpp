@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -58,21 +59,10 @@ bool useColor(const Context& ctx, ColorChoice choice) {
   return &ctx.out == &std::cout && ::isatty(STDOUT_FILENO) == 1;
 }
 
-std::string_view colorOf(CheckStatus s) {
-  switch (s) {
-    case CheckStatus::kPass:
-      return "\033[32m";
-    case CheckStatus::kWarn:
-      return "\033[33m";
-    case CheckStatus::kFail:
-      return "\033[1;31m";
-    case CheckStatus::kSkip:
-      return "\033[2m";
-    case CheckStatus::kInfo:
-      return "\033[36m";
-  }
-  return "";
-}
+// ANSI colours by CheckStatus: pass green, warn yellow, fail bold red, skip dim, info cyan.
+constexpr std::array<std::string_view, 5> kStatusColors{"\033[32m", "\033[33m", "\033[1;31m",
+                                                        "\033[2m", "\033[36m"};
+std::string_view colorOf(CheckStatus s) { return kStatusColors[static_cast<size_t>(s)]; }
 
 void printText(Context& ctx, const PreflightReport& r, const std::string& root, bool color) {
   ctx.out << "preflight for " << toString(r.mode) << " on " << (r.image ? "image " : "host ")

@@ -1,6 +1,7 @@
 // The node's workload mode: the value of the nvidia.com/gpu.workload.config label.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,15 +14,8 @@ inline constexpr std::string_view kWorkloadLabel = "nvidia.com/gpu.workload.conf
 inline constexpr std::string_view kVgpuConfigLabel = "nvidia.com/vgpu.config";
 
 constexpr std::string_view toString(Mode m) {
-  switch (m) {
-    case Mode::kContainer:
-      return "container";
-    case Mode::kVmPassthrough:
-      return "vm-passthrough";
-    case Mode::kVmVgpu:
-      return "vm-vgpu";
-  }
-  return "container";
+  constexpr std::array<std::string_view, 3> kNames{"container", "vm-passthrough", "vm-vgpu"};
+  return kNames[static_cast<size_t>(m)];
 }
 
 constexpr std::optional<Mode> parseMode(std::string_view s) {

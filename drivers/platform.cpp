@@ -1,6 +1,7 @@
 #include "drivers/platform.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "drivers/parsers.hpp"
 #include "drivers/text.hpp"
@@ -49,17 +50,8 @@ std::optional<KernelConfig> readKernelConfig(const Host& host, const std::string
 }  // namespace
 
 std::string_view toString(CpuVendor v) {
-  switch (v) {
-    case CpuVendor::kUnknown:
-      return "unknown";
-    case CpuVendor::kIntel:
-      return "Intel";
-    case CpuVendor::kAmd:
-      return "AMD";
-    case CpuVendor::kOther:
-      return "other";
-  }
-  return "unknown";
+  constexpr std::array<std::string_view, 4> kNames{"unknown", "Intel", "AMD", "other"};
+  return kNames[static_cast<size_t>(v)];
 }
 
 std::optional<std::string_view> configSymbolOf(std::string_view module) {

@@ -1,23 +1,15 @@
 #include "drivers/selection.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "drivers/text.hpp"
 
 namespace hostprep {
 
 std::string_view toString(Role r) {
-  switch (r) {
-    case Role::kGpu:
-      return "gpu";
-    case Role::kCompanion:
-      return "companion";
-    case Role::kVf:
-      return "vf";
-    case Role::kNvSwitch:
-      return "nvswitch";
-  }
-  return "gpu";
+  constexpr std::array<std::string_view, 4> kNames{"gpu", "companion", "vf", "nvswitch"};
+  return kNames[static_cast<size_t>(r)];
 }
 
 bool isNvSwitch(const PciFunction& f) {

@@ -1,6 +1,7 @@
 #include "drivers/status.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <set>
 
@@ -136,31 +137,14 @@ std::string promEscape(std::string_view s) {
 }  // namespace
 
 std::string_view toString(ActualMode m) {
-  switch (m) {
-    case ActualMode::kContainer:
-      return "container";
-    case ActualMode::kVmPassthrough:
-      return "vm-passthrough";
-    case ActualMode::kVmVgpu:
-      return "vm-vgpu";
-    case ActualMode::kMixed:
-      return "mixed";
-    case ActualMode::kNone:
-      return "none";
-  }
-  return "none";
+  constexpr std::array<std::string_view, 5> kNames{"container", "vm-passthrough", "vm-vgpu",
+                                                   "mixed", "none"};
+  return kNames[static_cast<size_t>(m)];
 }
 
 std::string_view toString(ConditionStatus s) {
-  switch (s) {
-    case ConditionStatus::kTrue:
-      return "True";
-    case ConditionStatus::kFalse:
-      return "False";
-    case ConditionStatus::kUnknown:
-      return "Unknown";
-  }
-  return "Unknown";
+  constexpr std::array<std::string_view, 3> kNames{"True", "False", "Unknown"};
+  return kNames[static_cast<size_t>(s)];
 }
 
 std::vector<ObservedVgpu> observedVgpus(const VgpuHost& v) {
