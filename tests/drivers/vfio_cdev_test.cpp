@@ -11,46 +11,26 @@
 #include "drivers/selection.hpp"
 #include "drivers/snapshot.hpp"
 #include "drivers/status.hpp"
+#include "tests/drivers/switch_rig.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 #include "tests/support/schema.hpp"
 
 using namespace hostprep;
-using hostprep::test::FakeKernel;
-using hostprep::test::FakeModules;
 using hostprep::test::Fixture;
+using hostprep::test::rig::kA10;
 
 namespace {
 
-struct Rig {
-  Fixture fx;
-  FakeKernel kernel;
-  FakeModules modules;
-  Kernel k;
-  ApplyOptions opt;
-
-  explicit Rig(const std::string& scenario)
-      : fx(scenario), kernel(fx.root()), modules(kernel), k{kernel, modules} {
-    opt.unbindTimeout = std::chrono::milliseconds(200);
-    opt.parallel = false;  // groups one after the other: vfioN numbers in plan order
+// The switch tests' rig, with groups moved one after the other: vfioN numbers in plan order.
+struct Rig : hostprep::test::rig::Rig {
+  explicit Rig(const std::string& scenario) : hostprep::test::rig::Rig(scenario) {
+    opt.parallel = false;
   }
-
-  Plan plan(Mode mode) {
-    auto s = readSnapshot(kernel);
-    REQUIRE(s);
-    auto sel = selectDevices(*s, {});
-    REQUIRE(sel);
-    auto p = makePlan(*s, *sel, {mode, "nvidia", ""});
-    REQUIRE(p);
-    return *p;
-  }
-
   std::optional<std::string> vfioDevice(const char* bdf) {
     return readPciFunction(kernel, *parseBdf(bdf))->vfioDevice;
   }
 };
-
-const char* kA10[] = {"0000:3b:00.0", "0000:3b:00.1", "0000:86:00.0", "0000:86:00.1"};
 
 nlohmann::json statusJson(const Fixture& fx) {
   RootHost host(fx.root());
