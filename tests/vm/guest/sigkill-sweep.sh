@@ -14,8 +14,8 @@
 # (a note under the PASS line) gives the points and how many landed mid-plan; the test fails if
 # fewer than SK_MIN_MID landed mid-plan or none with a group half-moved, in either direction.
 SK_DEVS="$EDU_A,$EDU_B,$EDU_C"
-SK_POINTS=12
-SK_AIMED=6
+SK_POINTS=10
+SK_AIMED=5
 SK_MIN_MID=3
 
 # SIG: a string that changes whenever the journal comes or goes or a plan function's driver or
