@@ -4,9 +4,12 @@
 # audio companion: 4 functions in 3 groups, moved by parallel lanes), in each direction:
 # container -> vm-passthrough, then vm-passthrough -> container. Per direction, a clean switch is
 # watched first: how many changes of the journal and of the functions' drivers and overrides the
-# poller below sees, and when the first and the last came. Then the points:
+# poller below sees, and when the journal came and went. Then the points:
 #   aimed: killed as soon as the k-th such change is seen (k = 1.. up to SK_AIMED);
-#   timed: killed after t ms, t spread evenly over the watched window (up to SK_POINTS in all).
+#   timed: killed t ms after the journal appeared (it is written just before the first step), t
+#          spread evenly over the watched journal's lifetime (up to SK_POINTS in all). Counting
+#          from the journal, not from the start, keeps the points on the steps however long the
+#          start-up takes on a loaded machine.
 # After each kill the state is classified (the journal left, a group half-moved: its functions
 # neither all where they started nor all where the switch takes them), then the next run either
 # completes the switch (odd points; then the other mode must restore every original driver and
@@ -36,31 +39,38 @@ sk_alive() { # PID
 }
 
 # sk_run MODE HOW AT: prepare MODE in the background, SIGKILLed at the AT-th change of SIG
-# (HOW=change) or after AT ms (HOW=ms). Sets SK_RC (137: killed; else it ended first), SK_SEEN
-# (changes seen), SK_FIRST/SK_LAST (ms from the start to the first/last change seen), SK_MS.
+# (HOW=change), or AT ms after the journal appeared (HOW=journal). Sets SK_RC (137: killed; else it
+# ended first), SK_SEEN (changes seen), SK_J0/SK_J1 (ms from the start until the journal appeared /
+# went, as the change poller saw them), SK_MS.
 sk_run() {
     local mode=$1 how=$2 at=$3 prev pid t0 t
     sk_sig; prev=$SIG
-    SK_SEEN=0; SK_FIRST=0; SK_LAST=0
+    SK_SEEN=0; SK_J0=0; SK_J1=0
     t0=$(now_ms)
     hostprep prepare --mode $mode $HP_IDS --devices $SK_DEVS > $T/sk.out 2>&1 &
     pid=$!
-    if [ $how = ms ]; then
-        usleep $((at * 1000))
+    if [ $how = journal ]; then
+        # Builtins only: the journal is written just before the first step.
+        while sk_alive $pid && [ ! -e /run/hostprep/journal.json ]; do :; done
+        [ $at = 0 ] || usleep $((at * 1000))
     else
         while sk_alive $pid; do
             sk_sig
             [ "$SIG" != "$prev" ] || continue
             prev=$SIG; SK_SEEN=$((SK_SEEN + 1))
             t=$(( $(now_ms) - t0 ))
-            [ $SK_FIRST != 0 ] || SK_FIRST=$t
-            SK_LAST=$t
+            case $SIG in
+                journal*) [ $SK_J0 != 0 ] || SK_J0=$t ;;
+                *) [ $SK_J0 = 0 ] || [ $SK_J1 != 0 ] || SK_J1=$t ;;
+            esac
             [ $SK_SEEN -lt $at ] || break
         done
     fi
     kill -9 $pid 2>/dev/null || true
     set +e; wait $pid; SK_RC=$?; set -e
     SK_MS=$(( $(now_ms) - t0 ))
+    # The journal's removal may come after the poller's last look.
+    [ $SK_J0 = 0 ] || [ $SK_J1 != 0 ] || SK_J1=$SK_MS
 }
 
 # Where each plan function is: at ORIG, at TARGET, or neither; counts the point's landing.
@@ -97,24 +107,25 @@ sk_expect_state() { # STATE_FILE WHAT
 
 # One direction: from ORIG (state file) with MODE to TARGET; OTHER is the mode back.
 sk_direction() { # MODE OTHER ORIG TARGET
-    local mode=$1 other=$2 orig=$3 target=$4 k=1 j=1 aimed timed lo hi t what
+    local mode=$1 other=$2 orig=$3 target=$4 k=1 j=1 aimed timed win t what
     SK_N=0; SK_MID=0; SK_JOURNAL=0; SK_HALF=0; SK_ENDED=0
     # The clean switch, watched: how many changes, and when.
     sk_run $mode change 100000
     [ "$SK_RC" = 0 ] || die "$mode: the watched switch exited $SK_RC: $(tail -n 2 $T/sk.out | tr '\n' ' ')"
     sk_expect_state $target "$mode: the watched switch"
-    echo "$mode: watched switch: $SK_SEEN changes between $SK_FIRST and $SK_LAST ms, $SK_MS ms in all"
+    echo "$mode: watched switch: $SK_SEEN changes, the journal from $SK_J0 to $SK_J1 ms, $SK_MS ms in all"
+    [ $SK_J1 -gt $SK_J0 ] || die "$mode: the watched switch never showed its journal"
     aimed=$SK_SEEN; [ $aimed -le $SK_AIMED ] || aimed=$SK_AIMED
     timed=$((SK_POINTS - aimed))
-    lo=$((SK_FIRST * 3 / 4)); hi=$((SK_LAST + 50))
+    win=$((SK_J1 - SK_J0))
     hp_expect 0 prepare --mode $other $HP_IDS --devices $SK_DEVS
     sk_expect_state $orig "$other: back to the origin"
     while [ $((k + j)) -le $((SK_POINTS + 1)) ]; do
         if [ $k -le $aimed ]; then
             what="change $k"; sk_run $mode change $k; k=$((k + 1))
         else
-            t=$((lo + (hi - lo) * j / (timed + 1)))
-            what="$t ms"; sk_run $mode ms $t; j=$((j + 1))
+            t=$((win * (j - 1) / timed))
+            what="journal + $t ms"; sk_run $mode journal $t; j=$((j + 1))
         fi
         echo "$mode: point $((SK_N + 1)) at $what"
         sk_classify $orig $target
@@ -130,7 +141,7 @@ sk_direction() { # MODE OTHER ORIG TARGET
             sk_expect_state $orig "$mode, killed at $what: $other did not roll back"
         fi
     done
-    SK_REPORT="$SK_N points ($aimed aimed at a change, $timed timed over $lo-$hi ms), $SK_MID mid-plan (journal left $SK_JOURNAL, a group half-moved $SK_HALF), $SK_ENDED ended before the kill"
+    SK_REPORT="$SK_N points ($aimed at the k-th change, $timed at the journal + 0..$win ms), $SK_MID mid-plan (journal left $SK_JOURNAL, a group half-moved $SK_HALF), $SK_ENDED ended before the kill"
     echo "SWEEP $mode: $SK_REPORT"
     note "$(uname -r) $mode: $SK_REPORT"
     [ $SK_MID -ge $SK_MIN_MID ] || die "$mode: only $SK_MID of $SK_N points landed mid-plan"
