@@ -5,6 +5,7 @@
 #include "checks/preflight_cmdline.hpp"
 #include "checks/preflight_modules.hpp"
 #include "checks/preflight_persistence.hpp"
+#include "checks/preflight_vfio_cdev.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {
@@ -276,6 +277,7 @@ PreflightReport preflightImage(const ImageFacts& f, const PreflightRequest& req)
   c.push_back(checkImageCmdlineIommu(views, ks, f.boot, mode));
   c.push_back(checkImageIommuPt(views, f.boot, mode));
   c.push_back(checkImageInterruptRemapping(views, f.boot, mode));
+  c.push_back(checkImageIommufd(ks, mode));
   c.push_back(perKernel("modules.vfio", ks, [&](const ImageKernel& k) {
     return checkVfioModules(k.modules, k.release, mode);
   }));

@@ -10,6 +10,7 @@
 #include "checks/preflight_iommu.hpp"
 #include "checks/preflight_modules.hpp"
 #include "checks/preflight_persistence.hpp"
+#include "checks/preflight_vfio_cdev.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {
@@ -30,6 +31,7 @@ constexpr CheckInfo kChecks[] = {
     {"cmdline.iommu", "IOMMU kernel argument"},
     {"cmdline.iommu-pt", "IOMMU passthrough (iommu=pt)"},
     {"iommu.interrupt-remapping", "Interrupt remapping"},
+    {"iommu.iommufd", "iommufd and VFIO device files"},
     {"modules.vfio", "VFIO modules"},
     {"modules.vgpu", "vGPU manager modules"},
     {"modules.vgpu-firmware", "vGPU manager GSP firmware"},
@@ -150,6 +152,7 @@ Result<PreflightReport> preflightHost(const HostFacts& f, const PreflightRequest
   c.push_back(checkCmdlineIommu(p, s, running, f.boot, mode));
   c.push_back(checkIommuPt(running, f.boot, mode));
   c.push_back(checkInterruptRemapping(p, running, f.boot, mode));
+  c.push_back(checkIommufd(p, s, selp, mode));
   c.push_back(checkVfioModules(p.modules, p.kernelRelease, mode));
   c.push_back(checkVgpuModules(p.modules, mode));
   c.push_back(checkVgpuFirmware(p, mode));

@@ -7,6 +7,7 @@
 //   checks/preflight_cpu.*          cpu.virtualization  cpu.kvm
 //   checks/preflight_iommu.*        iommu.firmware  iommu.kernel  cmdline.iommu  cmdline.iommu-pt
 //                                   iommu.interrupt-remapping
+//   checks/preflight_vfio_cdev.*    iommu.iommufd (iommufd and VFIO device files)
 //   checks/preflight_modules.*      modules.vfio  modules.vgpu  modules.vgpu-firmware
 //                                   modules.host-driver  modules.nouveau  kernel.lockdown
 //   checks/preflight_gpus.*         gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga  gpu.bars
@@ -18,7 +19,7 @@
 //
 // Check ids are stable (scripts and the JSON schema checks/preflight.schema.json rely on them):
 //   cpu.virtualization  cpu.kvm  iommu.firmware  iommu.kernel  cmdline.iommu  cmdline.iommu-pt
-//   iommu.interrupt-remapping  modules.vfio  modules.vgpu  modules.vgpu-firmware
+//   iommu.interrupt-remapping  iommu.iommufd  modules.vfio  modules.vgpu  modules.vgpu-firmware
 //   modules.host-driver  modules.nouveau  gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga
 //   gpu.bars  gpu.fabric  gpu.cc  boot.persistence  kernel.lockdown
 //   image.kernels (image mode only)

@@ -1,7 +1,10 @@
 #include "drivers/platform.hpp"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <array>
+#include <memory>
 
 #include "drivers/parsers.hpp"
 #include "drivers/text.hpp"
@@ -45,6 +48,23 @@ std::optional<KernelConfig> readKernelConfig(const Host& host, const std::string
   auto t = host.read(hostPath("boot", "config-" + release), 16u << 20);
   if (!t) return std::nullopt;
   return parseKernelConfig(*t);
+}
+
+// The running kernel's config: boot/config-<release> (Debian, RHEL, SUSE install it), else
+// proc/config.gz, the kernel's own copy where it is built with CONFIG_IKCONFIG_PROC (init/Kconfig).
+// Sets `source` to the path read.
+std::optional<KernelConfig> readRunningKernelConfig(const Host& host, const std::string& release,
+                                                    std::string& source) {
+  if (auto c = readKernelConfig(host, release)) {
+    source = "boot/config-" + release;
+    return c;
+  }
+  auto gz = host.read("proc/config.gz", 4u << 20);
+  if (!gz) return std::nullopt;
+  auto text = gunzip(*gz, 16u << 20);
+  if (!text) return std::nullopt;
+  source = "proc/config.gz";
+  return parseKernelConfig(*text);
 }
 
 }  // namespace
@@ -142,6 +162,27 @@ std::vector<FirmwareFramebuffer> parseIomemFramebuffers(std::string_view text) {
       out.push_back(std::move(f));
     }
     stack.emplace_back(indent, std::move(name));
+  }
+  return out;
+}
+
+std::optional<std::string> gunzip(std::string_view gz, size_t cap) {
+  z_stream zs{};
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) return std::nullopt;  // 16: gzip framing only
+  std::unique_ptr<z_stream, int (*)(z_stream*)> owner(&zs, inflateEnd);
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
+  zs.avail_in = static_cast<uInt>(gz.size());
+  std::string out;
+  char buf[16384];
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    zs.next_out = reinterpret_cast<Bytef*>(buf);
+    zs.avail_out = sizeof buf;
+    rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END) return std::nullopt;  // corrupt, or truncated input
+    out.append(buf, sizeof buf - zs.avail_out);
+    if (out.size() > cap) return std::nullopt;
+    if (rc == Z_OK && zs.avail_in == 0 && zs.avail_out != 0) return std::nullopt;  // truncated
   }
   return out;
 }
@@ -289,7 +330,7 @@ PlatformFacts readPlatform(const Host& host, const std::string& kernelRelease,
 
   // 4. The running kernel's config and the modules asked for.
   p.kernelRelease = kernelRelease;
-  p.kernelConfig = readKernelConfig(host, kernelRelease);
+  p.kernelConfig = readRunningKernelConfig(host, kernelRelease, p.kernelConfigSource);
   std::set<std::string> loaded;
   if (auto t = host.read("proc/modules")) loaded = parseProcModules(*t);
   std::set<std::string> text =

@@ -109,7 +109,8 @@ struct PlatformFacts {
   std::optional<std::string> lockdown;  // the selected mode: none | integrity | confidentiality
   std::optional<bool> secureBoot;       // from the EFI SecureBoot variable
   std::string kernelRelease;
-  std::optional<KernelConfig> kernelConfig;    // boot/config-<release>
+  std::optional<KernelConfig> kernelConfig;    // boot/config-<release>, else proc/config.gz
+  std::string kernelConfigSource;              // the one read ("" when neither)
   std::map<std::string, ModuleFacts> modules;  // the modules asked for
   FabricManagerFacts fabricManager;
   // Confidential VMs: kvm_intel's tdx and kvm_amd's sev_snp parameters ("Y"/"N"), when loaded
@@ -149,6 +150,9 @@ CpuFacts parseCpuinfo(std::string_view text);
 InterruptFacts parseInterrupts(std::string_view text);
 std::vector<FirmwareFramebuffer> parseIomemFramebuffers(std::string_view text);
 KernelConfig parseKernelConfig(std::string_view text);
+// A gzip stream's content (proc/config.gz), at most `cap` bytes; nullopt when it is not gzip,
+// truncated, or larger.
+std::optional<std::string> gunzip(std::string_view gz, size_t cap);
 std::optional<std::string> parseLockdown(std::string_view text);  // "[none] integrity" -> none
 // ecap is a hex register; bit 3 is IR (Intel VT-d spec, "Extended Capability Register").
 std::optional<bool> ecapInterruptRemapping(std::string_view ecap);

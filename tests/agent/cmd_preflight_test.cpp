@@ -44,7 +44,7 @@ TEST_CASE("preflight: golden JSON for the ready Intel host", "[cli][preflight]")
   CHECK(j["target"] == "host");
   CHECK(j["summary"]["ok"] == true);
   CHECK(j["summary"]["fail"] == 0);
-  CHECK(j["checks"].size() == 21);
+  CHECK(j["checks"].size() == 22);
   // Keys come in the documented order (id, status, title, detail, remedy), not sorted.
   CHECK(
       r.out.find("\"id\": \"cpu.virtualization\",\n      \"status\": \"pass\",\n      \"title\"") !=
@@ -168,7 +168,7 @@ TEST_CASE("preflight on a busybox-like guest and an empty root reports, never cr
         {"preflight", "--root", guest.root().string(), "--mode", mode, "--output", "json"});
     INFO(mode << " " << r.err);
     CHECK(r.exitCode == 1);
-    CHECK(nlohmann::json::parse(r.out)["checks"].size() == 21);
+    CHECK(nlohmann::json::parse(r.out)["checks"].size() == 22);
   }
   Fixture empty;
   auto r = runHostprep({"preflight", "--root", empty.root().string()});

@@ -141,6 +141,6 @@ TEST_CASE("image roots: BLS entries, kernel-install, intremap=off, no kernel",
     Fixture empty;
     auto r = imageOn(empty, Mode::kVmVgpu);
     CHECK(r.failed());
-    CHECK(r.checks.size() == 22);
+    CHECK(r.checks.size() == 23);
   }
 }

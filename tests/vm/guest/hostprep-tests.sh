@@ -14,5 +14,6 @@ run_test hostprep.failure_mid_plan_rolls_back hp_t_mid_plan_failure 90
 run_test hostprep.vf_in_use_refused hp_t_vf_in_use 90
 run_test hostprep.vgpu_mtty_create_remove hp_t_vgpu_mtty 120
 run_test hostprep.crash_after_each_step_recovers hp_t_crash_sweep 240
+run_test hostprep.sigkill_sweep_both_directions ". /tests/sigkill-sweep.sh; hp_t_sigkill_sweep" 600
 run_test hostprep.sigkill_during_slow_remove hp_t_sigkill_slow_remove 90
 run_test hostprep.force_with_holder_times_out hp_t_force_holder 120
