@@ -76,6 +76,8 @@ Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusReque
   in.agentVersion = HOSTPREP_VERSION;
   in.observedTime = r.now;
   std::tie(in.desiredMode, in.desiredModeSource) = desiredMode(host, r);
+  // The rules split the config's mode; --mode (and a last prepare's mode) applies to every GPU.
+  if (in.desiredModeSource == "config") in.rules = r.config.rules;
   in.selection = r.config.selection;
   in.modulesAlias = st.modulesAlias->second;
   in.pciIds = r.pciIds ? r.pciIds : *st.pciIds;
@@ -106,7 +108,7 @@ Status publish(Host& host, const Observation& o, const AgentConfig& c, const std
 
 std::string summary(const StatusDocument& d) {
   std::string s = std::string(toString(d.actualMode));
-  if (d.desiredMode) s += " (desired " + std::string(toString(*d.desiredMode)) + ")";
+  if (d.desiredMode) s += " (desired " + d.desiredSummary() + ")";
   s += d.converged ? ", converged" : ", not converged";
   s += ", " + std::to_string(d.devices.size()) + " device(s)";
   auto drift = d.drift();

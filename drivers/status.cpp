@@ -222,6 +222,12 @@ std::vector<const StatusDevice*> StatusDocument::drift() const {
   return out;
 }
 
+std::string StatusDocument::desiredSummary() const {
+  if (desiredSplit.size() > 1) return "mixed";
+  if (auto m = singleMode(desiredSplit)) return std::string(toString(*m));
+  return desiredMode ? std::string(toString(*desiredMode)) : std::string();
+}
+
 StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInputs& in) {
   StatusDocument d;
   d.nodeName = in.nodeName;
@@ -243,6 +249,12 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
       if (!selection.find(vf)) listed.push_back({vf, Role::kVf, std::nullopt});
     }
   }
+  // The desired mode of each device: the default, or the rule that matches its GPU.
+  DeviceModes modes;
+  if (in.desiredMode) {
+    modes = resolveModes(s, selection, *in.desiredMode, in.rules).modes;
+    d.desiredSplit = modeSplit(selection, modes);
+  }
   for (const auto& t : listed) {
     const auto* f = s.find(t.bdf);
     if (!f) continue;
@@ -251,8 +263,10 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
     dev.role = t.role;
     if (in.pciIds) dev.name = pciIdsDeviceName(*in.pciIds, f->id.vendor, f->id.device);
     if (in.desiredMode) {
-      dev.wantedDriver = wantedDriver(*in.desiredMode, t.role, *f, in);
-      dev.onWantedDriver = onWanted(*in.desiredMode, t.role, *f, dev.wantedDriver);
+      const Mode mode = modeOf(modes, f->physfn.value_or(t.bdf), *in.desiredMode);  // VF: its PF's
+      dev.desiredMode = mode;
+      dev.wantedDriver = wantedDriver(mode, t.role, *f, in);
+      dev.onWantedDriver = onWanted(mode, t.role, *f, dev.wantedDriver);
     }
     d.devices.push_back(std::move(dev));
   }
@@ -270,19 +284,26 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
   std::optional<std::string> planProblem;
   bool planNoop = false;
   if (in.desiredMode && sel && gpus) {
-    auto plan = makePlan(s, selection, {*in.desiredMode, in.selection.hostDriver, in.modulesAlias});
+    PlanInputs pin{*in.desiredMode, in.selection.hostDriver, in.modulesAlias};
+    pin.modes = modes;
+    auto plan = makePlan(s, selection, pin);
     if (plan) {
       planNoop = plan->noop();
       if (!planNoop) planProblem = std::to_string(plan->steps.size()) + " step(s) pending";
-    } else if (*in.desiredMode == Mode::kVmVgpu && plan.error().exit == Exit::kUsage) {
+    } else if (d.desiredSplit.count(Mode::kVmVgpu) && plan.error().exit == Exit::kUsage) {
       planNoop = true;  // this build plans no vGPU moves: judge by drivers and mode alone
     } else {
       planProblem = plan.error().describe();
     }
   }
   auto drift = d.drift();
+  const auto single = singleMode(d.desiredSplit);
+  const ActualMode wantedActual =
+      d.desiredSplit.size() > 1
+          ? ActualMode::kMixed
+          : asActual(single.value_or(in.desiredMode.value_or(Mode::kContainer)));
   d.converged = in.desiredMode && sel && gpus && drift.empty() && planNoop &&
-                d.actualMode == asActual(*in.desiredMode) && !in.convergeError;
+                d.actualMode == wantedActual && !in.convergeError;
 
   // 4. Conditions.
   if (in.preflight) {
@@ -325,7 +346,7 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
     d.conditions.push_back(makeCondition(in, "DevicesOnWantedDriver", ConditionStatus::kTrue,
                                          "AllOnWantedDriver",
                                          std::to_string(d.devices.size()) + " device(s) on their " +
-                                             std::string(toString(*in.desiredMode)) + " driver"));
+                                             d.desiredSummary() + " driver"));
   }
   auto bad = nonViableGroups(s, selection);
   if (bad.empty()) {
@@ -345,9 +366,11 @@ nlohmann::ordered_json toJson(const StatusDocument& d) {
   j["nodeName"] = d.nodeName;
   j["observedTime"] = formatTime(d.observedTime);
   j["agentVersion"] = d.agentVersion;
-  j["desiredMode"] = d.desiredMode ? ojson(std::string(toString(*d.desiredMode))) : ojson(nullptr);
+  j["desiredMode"] = d.desiredMode ? ojson(d.desiredSummary()) : ojson(nullptr);
   j["desiredModeSource"] =
       d.desiredModeSource.empty() ? ojson(nullptr) : ojson(d.desiredModeSource);
+  j["desiredSplit"] = ojson::object();
+  for (const auto& [m, n] : d.desiredSplit) j["desiredSplit"][std::string(toString(m))] = n;
   j["actualMode"] = std::string(toString(d.actualMode));
   j["converged"] = d.converged;
   j["conditions"] = ojson::array();
@@ -371,6 +394,8 @@ nlohmann::ordered_json toJson(const StatusDocument& d) {
     e["class"] = hex6(f.classCode);
     e["className"] = className(f.classCode);
     e["role"] = std::string(toString(dv.role));
+    e["desiredMode"] =
+        dv.desiredMode ? ojson(std::string(toString(*dv.desiredMode))) : ojson(nullptr);
     e["iommuGroup"] = opt(f.iommuGroup);
     e["driver"] = opt(f.driver);
     e["driverOverride"] = opt(f.driverOverride);
@@ -416,8 +441,11 @@ std::string nfdFeatures(const StatusDocument& d) {
   std::string p(kNfdPrefix);
   std::string out = "# written by hostprep; see " + std::string(kStatusPath) + "\n";
   out += p + "actual-mode=" + std::string(toString(d.actualMode)) + "\n";
-  if (d.desiredMode) out += p + "desired-mode=" + std::string(toString(*d.desiredMode)) + "\n";
+  if (d.desiredMode) out += p + "desired-mode=" + d.desiredSummary() + "\n";
   out += p + "converged=" + (d.converged ? "true" : "false") + "\n";
+  // The declared split, for the cluster side (check-node) to check the node against.
+  for (const auto& [m, n] : d.desiredSplit)
+    out += p + "gpus." + std::string(toString(m)) + "=" + std::to_string(n) + "\n";
   return out;
 }
 
@@ -436,9 +464,16 @@ std::string prometheusText(const StatusDocument& d) {
   o += std::string("hostprep_converged ") + (d.converged ? "1" : "0") + "\n";
   o += "# HELP hostprep_mode_info The desired and the actual mode of the node.\n";
   o += "# TYPE hostprep_mode_info gauge\n";
-  o += "hostprep_mode_info{desired=\"" +
-       std::string(d.desiredMode ? toString(*d.desiredMode) : "") + "\",actual=\"" +
-       std::string(toString(d.actualMode)) + "\"} 1\n";
+  o += "hostprep_mode_info{desired=\"" + (d.desiredMode ? d.desiredSummary() : std::string()) +
+       "\",actual=\"" + std::string(toString(d.actualMode)) + "\"} 1\n";
+  if (!d.desiredSplit.empty()) {
+    o += "# HELP hostprep_desired_gpus GPUs per desired mode (more than one mode: a mixed node).\n";
+    o += "# TYPE hostprep_desired_gpus gauge\n";
+    for (const auto& [m, n] : d.desiredSplit) {
+      o += "hostprep_desired_gpus{mode=\"" + std::string(toString(m)) + "\"} " + std::to_string(n) +
+           "\n";
+    }
+  }
   o += "# HELP hostprep_condition Conditions: 1 True, 0 False, -1 Unknown.\n";
   o += "# TYPE hostprep_condition gauge\n";
   std::time_t last = 0;

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "drivers/device_rules.hpp"
 #include "drivers/host.hpp"
 #include "drivers/mode.hpp"
 #include "drivers/selection.hpp"
@@ -21,7 +22,7 @@
 
 namespace hostprep {
 
-inline constexpr int kStatusSchemaVersion = 1;
+inline constexpr int kStatusSchemaVersion = 2;
 inline constexpr std::string_view kStatusPath = "run/hostprep/status.json";
 inline constexpr std::string_view kLastModePath = "run/hostprep/last-mode";
 inline constexpr std::string_view kNfdPrefix = "hostprep.";
@@ -45,6 +46,7 @@ struct StatusDevice {
   const PciFunction* fn = nullptr;  // into the snapshot the document was built from
   Role role = Role::kGpu;
   std::optional<std::string> name;          // pci.ids name, e.g. "GA102GL [A10]"
+  std::optional<Mode> desiredMode;          // its own (companions and VFs: their GPU's)
   std::optional<std::string> wantedDriver;  // nullopt: any driver but vfio, or not judged
   std::optional<bool> onWantedDriver;       // nullopt: no desired mode (or a VF outside vm-vgpu)
 };
@@ -80,6 +82,7 @@ struct StatusInputs {
   std::time_t observedTime = 0;
   std::optional<Mode> desiredMode;
   std::string desiredModeSource;  // "flag", "config", "last-prepare"; empty when none
+  std::vector<DeviceRule> rules;  // the config's devices rules over desiredMode (a mixed node)
   SelectionOptions selection;
   std::string modulesAlias;                   // to name the VFIO driver a device wants
   std::optional<std::string> pciIds;          // nullopt: no pci.ids on the host
@@ -93,8 +96,9 @@ struct StatusDocument {
   std::string nodeName;
   std::time_t observedTime = 0;
   std::string agentVersion;
-  std::optional<Mode> desiredMode;
+  std::optional<Mode> desiredMode;  // the node's default (the config's mode)
   std::string desiredModeSource;
+  std::map<Mode, int> desiredSplit;  // GPUs (role gpu) per desired mode; empty: no desired mode
   ActualMode actualMode = ActualMode::kNone;
   bool converged = false;
   std::vector<Condition> conditions;
@@ -106,6 +110,9 @@ struct StatusDocument {
   bool iommufd = false;  // /dev/iommu exists (CONFIG_IOMMUFD): VMMs may use iommufd + device files
 
   const Condition* condition(std::string_view type) const;
+  // The desired mode of the node as published: "mixed" when the split holds more than one mode,
+  // else its one mode (the default when no GPU is selected); empty when there is none.
+  std::string desiredSummary() const;
 };
 
 // What the device plugins advertise on this host (NVIDIA/kubevirt-gpu-device-plugin,

@@ -223,10 +223,12 @@ TEST_CASE("NFD features and the Prometheus textfile", "[status]") {
         "# written by hostprep; see run/hostprep/status.json\n"
         "hostprep.actual-mode=vm-passthrough\n"
         "hostprep.desired-mode=vm-passthrough\n"
-        "hostprep.converged=true\n");
+        "hostprep.converged=true\n"
+        "hostprep.gpus.vm-passthrough=2\n");
   const std::string prom = prometheusText(o->doc);
   CHECK_THAT(prom, Catch::Contains("hostprep_devices{driver=\"vfio-pci\"} 4\n"));
   CHECK_THAT(prom, Catch::Contains("hostprep_converged 1\n"));
+  CHECK_THAT(prom, Catch::Contains("hostprep_desired_gpus{mode=\"vm-passthrough\"} 2\n"));
   CHECK_THAT(prom, Catch::Contains("hostprep_last_transition_timestamp_seconds 1714564800\n"));
   CHECK_THAT(prom, Catch::Contains("hostprep_advertised{resource=\"nvidia.com/GA102GL_A10\"} 2\n"));
   CHECK_THAT(prom,
@@ -297,4 +299,47 @@ TEST_CASE("the status lists mdev devices by UUID on any parent, then per-VF vGPU
             {VgpuInterface::kMdev, u3, pf, "nvidia-222", "GRID T4-4Q"},
             {VgpuInterface::kPerVf, "", vf1, "1428", "NVIDIA H200X-141C"},
             {VgpuInterface::kPerVf, "", vf2, "1430", "1430"}});  // no listed name: the id
+}
+
+TEST_CASE(
+    "a split declared by devices rules: per-device modes, mixed, counts in NFD and Prometheus",
+    "[status][mixed]") {
+  Fixture fx("status-mixed");  // 3b:00.0 (NUMA 0) on vfio-pci, 86:00.0 (NUMA 1) on nvidia
+  fx.write("etc/hostprep/config.yaml",
+           "mode: container\ndevices:\n  - match: {numa: 0}\n    mode: vm-passthrough\n");
+  auto o = observeScenario(fx);
+  auto j = toJson(o->doc);
+  CHECK(j["schemaVersion"] == 2);
+  CHECK(j["desiredMode"] == "mixed");
+  CHECK(j["desiredSplit"] == nlohmann::ordered_json{{"container", 1}, {"vm-passthrough", 1}});
+  CHECK(j["actualMode"] == "mixed");
+  CHECK(j["converged"] == true);
+  std::map<std::string, std::string> modes;
+  for (const auto& d : j["devices"]) modes[d["bdf"]] = d["desiredMode"];
+  CHECK(modes == std::map<std::string, std::string>{{"0000:3b:00.0", "vm-passthrough"},
+                                                    {"0000:3b:00.1", "vm-passthrough"},
+                                                    {"0000:86:00.0", "container"},
+                                                    {"0000:86:00.1", "container"}});
+  CHECK(j["advertised"]["nvidia.com/gpu"] == 1);
+  CHECK(j["advertised"].size() == 2);  // and the passthrough resource of group 30
+  CHECK(hostprep::test::validateSchema(schema(), nlohmann::json::parse(j.dump())) ==
+        std::vector<std::string>{});
+  CHECK(nfdFeatures(o->doc) ==
+        "# written by hostprep; see run/hostprep/status.json\n"
+        "hostprep.actual-mode=mixed\n"
+        "hostprep.desired-mode=mixed\n"
+        "hostprep.converged=true\n"
+        "hostprep.gpus.container=1\n"
+        "hostprep.gpus.vm-passthrough=1\n");
+  const std::string prom = prometheusText(o->doc);
+  CHECK_THAT(prom, Catch::Contains("hostprep_desired_gpus{mode=\"container\"} 1\n"
+                                   "hostprep_desired_gpus{mode=\"vm-passthrough\"} 1\n"));
+  CHECK_THAT(prom, Catch::Contains("hostprep_mode_info{desired=\"mixed\",actual=\"mixed\"} 1\n"));
+  // --mode overrides the rules: every GPU to one mode, and the split is off that.
+  StatusRequest flag;
+  flag.modeOverride = Mode::kVmPassthrough;
+  auto f = toJson(observeScenario(fx, flag)->doc);
+  CHECK(f["desiredMode"] == "vm-passthrough");
+  CHECK(f["desiredSplit"] == nlohmann::ordered_json{{"vm-passthrough", 2}});
+  CHECK(f["converged"] == false);
 }
