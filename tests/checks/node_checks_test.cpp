@@ -274,3 +274,20 @@ TEST_CASE("the vfio-manager on a split node", "[check-node][split]") {
         "the vfio-manager binds every GPU of the node to vfio-pci, the other mode's GPUs too");
   CHECK(ids(r, Severity::kWarning) == std::vector<std::string>{"deploy-label-conflict@gpu-mx"});
 }
+
+TEST_CASE("a split node's status document: mode mixed, both resource sets", "[check-node][split]") {
+  auto in = mixedInput();
+  auto status = load("clean/status-gpu-b.json");
+  auto& st = status.front().body;
+  st["node"] = "gpu-mx";
+  st["actual_mode"] = "mixed";
+  st["advertised"] = {{"nvidia.com/gpu", 2}, {"nvidia.com/GA102GL_A10", 2}};
+  in.statuses = status;
+  CHECK(ids(check(in), Severity::kInfo).empty());
+  // The host prepared three for VMs, the node shows two.
+  st["advertised"]["nvidia.com/GA102GL_A10"] = 3;
+  in.statuses = status;
+  auto r = check(in);
+  CHECK(ids(r, Severity::kWarning) ==
+        std::vector<std::string>{"status-advertised-mismatch@gpu-mx"});
+}
