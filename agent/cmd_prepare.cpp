@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/commands.hpp"
+#include "agent/config.hpp"
 #include "agent/converge.hpp"
 #include "agent/options.hpp"
 #include "drivers/executor.hpp"
@@ -24,12 +25,20 @@ json stateJson(const DeviceState& s) {
           {"driver_override", s.driverOverride ? json(*s.driverOverride) : json(nullptr)}};
 }
 
+std::string modeText(const Plan& plan);
+
 json planJson(const Plan& plan, bool dryRun) {
   json j{{"mode", std::string(toString(plan.mode))}, {"dry_run", dryRun}, {"noop", plan.noop()}};
+  const auto split = plan.split();
+  if (split.size() > 1) {
+    j["split"] = json::object();
+    for (const auto& [m, n] : split) j["split"][std::string(toString(m))] = n;
+  }
   j["devices"] = json::array();
   for (const auto& mv : plan.moves) {
     j["devices"].push_back({{"bdf", mv.bdf.str()},
                             {"role", std::string(toString(mv.role))},
+                            {"mode", std::string(toString(mv.mode))},
                             {"iommu_group", mv.group ? json(*mv.group) : json(nullptr)},
                             {"from", stateJson(mv.from)},
                             {"to_driver", mv.toDriver.empty() ? json(nullptr) : json(mv.toDriver)},
@@ -44,7 +53,7 @@ json planJson(const Plan& plan, bool dryRun) {
                           {"description", st.describe()}});
     if (!st.uuid.empty()) j["steps"].back()["uuid"] = st.uuid;
   }
-  if (plan.mode == Mode::kVmVgpu || !plan.vgpuRemovals.empty() || !plan.sriov.empty()) {
+  if (plan.split().count(Mode::kVmVgpu) || !plan.vgpuRemovals.empty() || !plan.sriov.empty()) {
     json v{{"devices", json::array()}, {"removals", json::array()}, {"sriov", json::array()}};
     for (const auto& pv : plan.vgpus) {
       v["devices"].push_back(
@@ -74,7 +83,7 @@ json planJson(const Plan& plan, bool dryRun) {
 }
 
 void printPlan(Context& ctx, const Snapshot& s, const Plan& plan) {
-  ctx.out << "plan for " << toString(plan.mode) << ": " << plan.moves.size() << " device(s), "
+  ctx.out << "plan for " << modeText(plan) << ": " << plan.moves.size() << " device(s), "
           << plan.steps.size() << " step(s)\n";
   for (const auto& mv : plan.moves) {
     ctx.out << "  " << describeFunction(s, mv.bdf) << " " << toString(mv.role) << ": "
@@ -111,13 +120,49 @@ std::function<bool(size_t)> crashHook() {
 }
 #endif
 
+// prepare without --mode: the config's mode and rules, its selection, holder-nodes and vGPU
+// config where the command line names none. Errors exit 2 with the host untouched.
+Status applyConfig(const Host& host, const PrepareOptions& p, ConvergeOptions& co) {
+  auto cfg = loadConfig(host, p.config.path, p.config.given);
+  if (!cfg) return cfg.error();
+  if (!cfg->mode) {
+    return usageError("prepare: no --mode, and " + p.config.path + " names no mode",
+                      "pass --mode M, or write mode: M in the config");
+  }
+  co.mode = *cfg->mode;
+  co.rules = cfg->rules;
+  co.selection = cfg->selection;
+  p.selection.applyTo(co.selection);
+  if (!p.holderNodesGiven) co.holderNodes = cfg->holderNodes;
+  if (!p.vgpuConfigGiven) {
+    co.vgpuConfigFile = cfg->vgpuConfigFile;
+    co.vgpuConfigOnHost = true;  // a host path, under --root
+    co.vgpuConfigName = cfg->vgpuConfigName;
+  }
+  return {};
+}
+
+std::string modeText(const Plan& plan) {
+  const auto split = plan.split();
+  if (split.size() <= 1)
+    return std::string(toString(split.empty() ? plan.mode : split.begin()->first));
+  std::vector<std::string> parts;
+  for (const auto& [m, n] : split)
+    parts.push_back(std::string(toString(m)) + " x" + std::to_string(n));
+  return "mixed (" + join(parts, ", ") + ")";
+}
+
 }  // namespace
 
 int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
   ctx.errorDocument = json::object();  // --output json: errors as {"ok": false, "error": ...}
-  ConvergeOptions co;
-  if (auto rc = exitEarly(ctx, parsePrepareOptions(args), co)) return *rc;
+  PrepareOptions po;
+  if (auto rc = exitEarly(ctx, parsePrepareOptions(args), po)) return *rc;
+  ConvergeOptions& co = po.converge;
   RootHost host(ctx.global.root);
+  if (po.fromConfig) {
+    if (auto st = applyConfig(host, po, co); !st) return fail(ctx, st.error());
+  }
   auto release = readTrimmed(host, "proc/sys/kernel/osrelease").value_or("");
   auto modules = makeKmodLoader(host, release);
   Kernel kernel{host, *modules};
@@ -156,7 +201,7 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
       ctx.out << report.dump(2) << "\n";
     } else {
       ctx.out << "nothing to do: " << plan.moves.size() << " device(s) already in "
-              << toString(plan.mode) << " mode\n";
+              << modeText(plan) << " mode\n";
     }
     return 0;
   }
@@ -165,7 +210,7 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
     report["seconds"] = c.seconds;
     ctx.out << report.dump(2) << "\n";
   } else {
-    ctx.out << "done: " << plan.moves.size() << " device(s) in " << toString(plan.mode) << " mode, "
+    ctx.out << "done: " << plan.moves.size() << " device(s) in " << modeText(plan) << " mode, "
             << c.stepsRun << " step(s) in " << c.seconds << " s\n";
   }
   return 0;

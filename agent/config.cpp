@@ -8,6 +8,7 @@
 
 #include "drivers/journal.hpp"
 #include "drivers/text.hpp"
+#include "drivers/validate.hpp"
 
 namespace hostprep {
 namespace {
@@ -101,17 +102,68 @@ struct Reader {
   }
 };
 
+// A whole number >= 0 (a GPU index, a NUMA node).
+Result<int> parseCount(std::string_view where, std::string_view text) {
+  auto n = parseUnsigned(text);
+  if (!n || *n > 1'000'000) {
+    return usageError(std::string(where) + ": '" + quoteUntrusted(std::string(text)) +
+                          "' is not a whole number >= 0",
+                      "write a number such as 0 or 1");
+  }
+  return static_cast<int>(*n);
+}
+
+// devices: [{match: {bdf|model|index|numa: ...}, mode: M}, ...]
+Result<std::vector<DeviceRule>> parseRules(const YAML::Node& n, const Reader& r) {
+  const std::string kShape =
+      "write devices: [{match: {bdf: \"0000:41:00.0\"}, mode: vm-passthrough}]";
+  if (!n.IsSequence()) return r.bad("devices", "must be a list of rules", kShape);
+  std::vector<DeviceRule> out;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string key = "devices[" + std::to_string(i) + "]";
+    const YAML::Node& rule = n[i];
+    if (auto e = r.mapping(rule, key, {"match", "mode"}, kShape)) return *e;
+    if (!rule["match"]) return r.bad(key + ".match", "is missing", kShape);
+    if (!rule["mode"]) {
+      return r.bad(key + ".mode", "is missing", "write mode: one of " + std::string(kModeChoices));
+    }
+    const YAML::Node match = rule["match"];
+    const std::string mk = key + ".match";
+    if (auto e = r.mapping(match, mk, {"bdf", "model", "index", "numa"},
+                           "write match: {bdf: \"0000:41:00.0\"}")) {
+      return *e;
+    }
+    if (match.size() == 0) {
+      return r.bad(mk, "matches every GPU: name bdf, model, index or numa",
+                   "to set every GPU's mode, write the top-level mode:");
+    }
+    DeviceRule dr;
+    if (auto e = r.value(rule, key + ".mode", dr.mode, parseModeValue)) return *e;
+    if (auto e = r.value(match, mk + ".bdf", dr.match.bdf, parseBdfValue)) return *e;
+    if (auto e = r.value(match, mk + ".model", dr.match.model, parsePciIdValue)) return *e;
+    if (auto e = r.value(match, mk + ".index", dr.match.index, parseCount)) return *e;
+    if (auto e = r.value(match, mk + ".numa", dr.match.numa, parseCount)) return *e;
+    out.push_back(dr);
+  }
+  return out;
+}
+
 Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r, AgentConfig c) {
   if (!root || root.IsNull()) return c;
   if (!root.IsMap())
     return r.bad("(top level)", "must be a mapping of keys", "see systemd/config.yaml");
   if (auto e = r.mapping(root, "",
-                         {"mode", "selection", "host-driver", "holder-nodes", "vgpu", "status",
-                          "reconcile", "cc-mode"},
+                         {"mode", "devices", "selection", "host-driver", "holder-nodes", "vgpu",
+                          "status", "reconcile", "cc-mode"},
                          "")) {
     return *e;
   }
   if (auto e = r.value(root, "mode", c.mode, parseModeValue)) return *e;
+  if (auto d = root["devices"]) {
+    auto rules = parseRules(d, r);
+    if (!rules) return rules.error();
+    c.rules = std::move(*rules);
+  }
   if (auto sel = root["selection"]) {
     if (auto e = r.mapping(sel, "selection", {"gpu-ids", "devices"},
                            "write selection: {gpu-ids: [...]}")) {

@@ -1,6 +1,9 @@
 // The agent's YAML config, default etc/hostprep/config.yaml under the root:
 //
-//   mode: vm-passthrough            # container | vm-passthrough | vm-vgpu
+//   mode: vm-passthrough            # container | vm-passthrough | vm-vgpu: the node's default
+//   devices:                        # per-GPU rules, the first match wins (drivers/device_rules)
+//     - match: {bdf: "0000:41:00.0"}  # also model: "10de:2330", index: 0, numa: 1
+//       mode: container
 //   selection:
 //     gpu-ids: ["10de:2236"]        # instead of every NVIDIA GPU
 //     devices: ["0000:3b:00.0"]     # only these GPUs (companions follow)
@@ -27,6 +30,7 @@
 #include <string_view>
 
 #include "agent/option_values.hpp"
+#include "drivers/device_rules.hpp"
 #include "drivers/error.hpp"
 #include "drivers/host.hpp"
 #include "drivers/mode.hpp"
@@ -37,6 +41,7 @@ namespace hostprep {
 
 struct AgentConfig {
   std::optional<Mode> mode;
+  std::vector<DeviceRule> rules;  // devices: GPUs a rule matches take its mode instead of `mode`
   SelectionOptions selection;
   std::string holderNodes;  // empty: /dev/<host-driver>*
   std::string vgpuConfigFile;

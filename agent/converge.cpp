@@ -128,23 +128,35 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
     return failed(sysError("no " + what + " found on this host", ENODEV,
                            "check 'lspci -nn'; for other devices pass --gpu-ids VVVV:DDDD"));
   }
+  // 5. The mode of each device (the rules; companions follow their GPU), and the mixes refused:
+  //    container with vm-vgpu (exit 2), one IOMMU group in two modes (exit 3).
+  auto resolved = resolveModes(*snap, *sel, opt.mode, opt.rules);
+  for (const auto& w : resolved.warnings) spdlog::warn("config: {}", w);
+  c.modes = resolved.modes;
+  c.ruleWarnings = resolved.warnings;
+  if (auto st = checkModeMix(modeSplit(*sel, c.modes)); !st) return failed(st.error());
+  if (auto st = checkGroupModes(*snap, *sel, c.modes); !st) return failed(st.error());
   // Only vm-passthrough hands whole groups to vfio; vm-vgpu keeps the GPU on its host driver.
-  if (opt.mode == Mode::kVmPassthrough && !sel->problems.empty() && !opt.force) {
-    std::vector<std::string> lines;
-    for (const auto& p : sel->problems) lines.push_back(p.describe(*snap));
-    return failed(refusal("refusing to give these IOMMU groups to vfio: " + join(lines, "; "),
+  std::vector<std::string> unsafe;
+  for (const auto& p : sel->problems) {
+    if (modeOf(c.modes, p.gpu, opt.mode) == Mode::kVmPassthrough)
+      unsafe.push_back(p.describe(*snap));
+  }
+  if (!unsafe.empty() && !opt.force) {
+    return failed(refusal("refusing to give these IOMMU groups to vfio: " + join(unsafe, "; "),
                           "a VM would take the other devices with the GPU; move the GPU to "
                           "another slot, or pass --force if you really mean it"));
   }
 
-  // 5. Plan (vm-vgpu: against the vGPU config and the live vGPU view; other modes tear vGPU
+  // 6. Plan (vm-vgpu: against the vGPU config and the live vGPU view; other modes tear vGPU
   //    devices and VFs down first).
   PlanInputs in{opt.mode, opt.selection.hostDriver,
                 host.read(hostPath("lib/modules", snap->kernelRelease, "modules.alias"), 64u << 20)
                     .value_or("")};
   in.vgpuHost = readVgpuHost(host, *snap);
   in.vgpuConfigName = opt.vgpuConfigName;
-  if (opt.mode == Mode::kVmVgpu) {
+  in.modes = c.modes;
+  if (modeSplit(*sel, c.modes).count(Mode::kVmVgpu)) {
     auto cfg = loadVgpuConfig(opt.vgpuConfigFile, opt.vgpuConfigName,
                               opt.vgpuConfigOnHost ? &host : nullptr);
     if (!cfg) return failed(cfg.error());
@@ -154,6 +166,17 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   auto plan = makePlan(*snap, *sel, in);
   clock.lap("select and plan");
   if (!plan) return failed(plan.error());
+  // A GPU that --devices left out moves only as the companion of a selected one with --force.
+  std::vector<std::string> dragged;
+  for (const auto& u : sel->unselectedGpus) {
+    for (const auto& mv : plan->moves) {
+      if (mv.bdf == u.gpu && mv.changes) dragged.push_back(u.describe(*snap));
+    }
+  }
+  if (!dragged.empty() && !opt.force) {
+    return failed(refusal("refusing to move a GPU that was not selected: " + join(dragged, "; "),
+                          "select it too (--devices), or pass --force to move it with the other"));
+  }
   c.plan = *plan;
   if (opt.dryRun) return c;
   if (plan->noop()) {
@@ -161,7 +184,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
     return c;
   }
 
-  // 6. Nobody may be holding what we are about to unbind, nor using a VF we would remove.
+  // 7. Nobody may be holding what we are about to unbind, nor using a VF we would remove.
   if (auto used = vfsInUse(*snap, *plan, opt.selection.hostDriver); !used.empty() && !opt.force) {
     return failed(refusal("the plan disables SR-IOV under VFs that are in use: " + join(used, "; "),
                           "stop the VMs using those VFs and unbind them, or pass --force to "
@@ -178,7 +201,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
 
   clock.lap("holders");
 
-  // 7. Apply.
+  // 8. Apply.
   auto started = std::chrono::steady_clock::now();
   auto res = applyPlan(k, *plan, apply);
   clock.lap("apply");

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "agent/option_values.hpp"
+#include "drivers/device_rules.hpp"
 #include "drivers/executor.hpp"
 #include "drivers/mode.hpp"
 #include "drivers/selection.hpp"
@@ -20,7 +21,9 @@ namespace hostprep {
 // What `hostprep prepare` takes on its command line (agent/options), and what the agent fills in
 // from its config: one set of options for both.
 struct ConvergeOptions {
-  Mode mode = Mode::kContainer;
+  Mode mode = Mode::kContainer;  // every selected GPU's mode, unless a rule names another
+  // The config's devices rules (a mixed node): the first that matches a GPU gives its mode.
+  std::vector<DeviceRule> rules;
   bool dryRun = false;
   bool force = false;
   SelectionOptions selection;
@@ -45,10 +48,12 @@ struct ConvergeOptions {
 
 // What happened, step by step, so callers can report however they like.
 struct Convergence {
-  std::optional<Snapshot> snapshot;  // the host the plan was made from
-  std::optional<Plan> plan;          // set once planned
-  std::optional<size_t> recovered;   // devices put back from a journal of a run that died
-  bool journalPending = false;       // dry run: a journal exists that a real run resolves first
+  std::optional<Snapshot> snapshot;       // the host the plan was made from
+  std::optional<Plan> plan;               // set once planned
+  DeviceModes modes;                      // the mode of each selected device, once resolved
+  std::vector<std::string> ruleWarnings;  // rules that matched no GPU
+  std::optional<size_t> recovered;        // devices put back from a journal of a run that died
+  bool journalPending = false;  // dry run: a journal exists that a real run resolves first
   size_t stepsRun = 0;
   double seconds = 0;
   Status status;  // ok, or the error that stopped the run (host left as it was)
@@ -61,7 +66,8 @@ Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::st
                                                                    const std::string& name,
                                                                    const Host* host = nullptr);
 
-// Converges the host behind `k` to `opt.mode`. After a real run that succeeds, the mode is
+// Converges the host behind `k` to `opt.mode` and `opt.rules`, both ways in one run on a mixed
+// node. After a real run that succeeds, the mode is
 // recorded in run/hostprep/last-mode (the status document's desired mode when no config names
 // one) and the selection in run/hostprep/last-selection (the devices `hostprep status` shows when
 // neither its flags nor the config name them).

@@ -90,6 +90,7 @@ Status Agent::convergeNow() {
   if (!m) return {};
   ConvergeOptions co;
   co.mode = *m;
+  if (!opt_.mode) co.rules = config_.rules;  // --mode M: every GPU to M
   co.selection = config_.selection;
   co.lockTimeout = opt_.lockTimeout;
   co.unbindTimeout = opt_.unbindTimeout;

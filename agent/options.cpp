@@ -304,12 +304,17 @@ po::options_description globalDescription() {
 CommandSpec prepareSpec() {
   return {
       "prepare",
-      R"(usage: hostprep prepare --mode M [options]
+      R"(usage: hostprep prepare [--mode M] [options]
 
 Moves every selected GPU and its companion functions to the mode's driver, verifies each
-step, and rolls back on failure.
+step, and rolls back on failure. Without --mode, applies the config: its mode for every
+GPU that no devices rule matches, the rule's mode for the others (a mixed node), in one run.
 )",
-      {{"mode"},
+      {{"mode",
+        "container | vm-passthrough | vm-vgpu for every selected GPU (default: the "
+        "config's mode and devices rules)"},
+       {"config", "without --mode: the config to apply, under --root (default " +
+                      std::string(kConfigPath) + ")"},
        {"dry-run"},
        {"force"},
        {"devices"},
@@ -323,12 +328,24 @@ step, and rolls back on failure.
        {"vgpu-config-name"}}};
 }
 
-Result<ConvergeOptions> readPrepare(const po::variables_map& vm) {
-  ConvergeOptions o;
-  if (auto s = readRequiredMode(vm, "prepare", o.mode); !s) return s.error();
+Result<PrepareOptions> readPrepare(const po::variables_map& vm) {
+  PrepareOptions p;
+  ConvergeOptions& o = p.converge;
+  std::optional<Mode> mode;
+  if (auto s = readMode(vm, mode); !s) return s.error();
+  p.fromConfig = !mode;
+  o.mode = mode.value_or(Mode::kContainer);
+  if (auto s = readConfig(vm, p.config); !s) return s.error();
+  if (mode && p.config.given) {
+    return usageError("--config: prepare applies a config only without --mode",
+                      "drop --mode to apply the config, or drop --config");
+  }
   o.dryRun = given(vm, "dry-run");
   o.force = given(vm, "force");
-  if (auto s = readSelection(vm, o.selection); !s) return s.error();
+  if (auto s = readSelection(vm, p.selection); !s) return s.error();
+  p.selection.applyTo(o.selection);
+  // prepare's --host-driver has a default: only a given one wins over the config's.
+  if (vm.count("host-driver") && vm["host-driver"].defaulted()) p.selection.hostDriver.reset();
   if (auto t = text(vm, "holder-nodes")) {
     auto h = parseHolderNodes("--holder-nodes", *t);
     if (!h) return h.error();
@@ -345,12 +362,13 @@ Result<ConvergeOptions> readPrepare(const po::variables_map& vm) {
   auto name = parseVgpuConfigName("--vgpu-config-name", *text(vm, "vgpu-config-name"));
   if (!name) return name.error();
   o.vgpuConfigName = *name;
-  if (o.mode != Mode::kVmVgpu &&
-      (given(vm, "vgpu-config") || !vm["vgpu-config-name"].defaulted())) {
+  p.vgpuConfigGiven = given(vm, "vgpu-config") || !vm["vgpu-config-name"].defaulted();
+  if (mode && *mode != Mode::kVmVgpu && p.vgpuConfigGiven) {
     return usageError("--vgpu-config and --vgpu-config-name need --mode vm-vgpu",
                       "drop them, or use --mode vm-vgpu");
   }
-  return o;
+  p.holderNodesGiven = given(vm, "holder-nodes");
+  return p;
 }
 
 CommandSpec preflightSpec() {
@@ -605,8 +623,8 @@ std::string globalOptionsHelp() {
   return s.str();
 }
 
-Result<CommandLine<ConvergeOptions>> parsePrepareOptions(const std::vector<std::string>& args) {
-  return parseCommand<ConvergeOptions>(args, prepareSpec(), readPrepare);
+Result<CommandLine<PrepareOptions>> parsePrepareOptions(const std::vector<std::string>& args) {
+  return parseCommand<PrepareOptions>(args, prepareSpec(), readPrepare);
 }
 
 Result<CommandLine<PreflightOptions>> parsePreflightOptions(const std::vector<std::string>& args) {

@@ -48,7 +48,17 @@ struct ConfigFile {
 };
 
 // ---- prepare: the options of a convergence (agent/converge) ----
-Result<CommandLine<ConvergeOptions>> parsePrepareOptions(const std::vector<std::string>& args);
+struct PrepareOptions {
+  ConvergeOptions converge;  // --mode M: every selected device to M
+  // No --mode: the config's mode, devices rules, selection, holder-nodes and vGPU config apply;
+  // the selection, --holder-nodes and --vgpu-config flags given win over the config's.
+  bool fromConfig = false;
+  ConfigFile config;
+  SelectionOverrides selection;
+  bool holderNodesGiven = false;
+  bool vgpuConfigGiven = false;
+};
+Result<CommandLine<PrepareOptions>> parsePrepareOptions(const std::vector<std::string>& args);
 
 // ---- preflight ----
 enum class ColorChoice { kAuto, kAlways, kNever };

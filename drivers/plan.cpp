@@ -306,12 +306,16 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
     if (t.role != Role::kGpu) continue;
     if (const auto* f = s.find(t.bdf)) gpus.push_back(f);
   }
-  const bool vgpu = in.mode == Mode::kVmVgpu;
-  if (vgpu && in.vgpuVfioAvailable) b.loadModule("nvidia_vgpu_vfio", "nvidia_vgpu_vfio");
+  auto isVgpu = [&](const Bdf& g) { return modeOf(in.modes, g, in.mode) == Mode::kVmVgpu; };
+  if (in.vgpuVfioAvailable &&
+      std::any_of(gpus.begin(), gpus.end(), [&](const PciFunction* f) { return isVgpu(f->bdf); })) {
+    b.loadModule("nvidia_vgpu_vfio", "nvidia_vgpu_vfio");
+  }
   int index = -1;
   for (const PciFunction* fp : gpus) {
     ++index;
     const PciFunction& f = *fp;
+    const bool vgpu = isVgpu(f.bdf);
     const int total = f.sriovTotalVfs.value_or(0);
     const int cur = f.sriovNumVfs.value_or(0);
     std::vector<const VgpuDevice*> existing = vh.devicesOn(f.bdf);
@@ -471,11 +475,12 @@ Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs&
     // Every name the steps will put into a path or write to the kernel, validated up front.
     if (auto v = checkDeviceState(t.bdf.str(), {f->driver, f->driverOverride}); !v)
       return v.error();
-    DeviceMove mv{t.bdf, t.role, t.group, {f->driver, f->driverOverride}, {}, false};
+    const Mode mode = modeOf(in.modes, t.bdf, in.mode);
+    DeviceMove mv{t.bdf, t.role, t.group, {f->driver, f->driverOverride}, {}, false, mode};
     const std::string cur = f->driver.value_or("");
     const std::string ovr = f->driverOverride.value_or("");
 
-    if (in.mode == Mode::kVmPassthrough) {
+    if (mode == Mode::kVmPassthrough) {
       if (!f->iommuGroup) {
         return sysError(describeFunction(s, t.bdf) + ": has no IOMMU group", 0,
                         "the IOMMU is off: enable VT-d/AMD-Vi in firmware and add intel_iommu=on "
@@ -504,7 +509,7 @@ Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs&
             describeFunction(s, t.bdf) + ": is bound to " + cur + ", not " + in.hostDriver, 0,
             "blacklist " + cur + " (echo 'blacklist " + cur + "' > /etc/modprobe.d/blacklist-" +
                 cur + ".conf, update-initramfs -u, reboot); 'hostprep preflight --mode " +
-                std::string(toString(in.mode)) + "' checks it");
+                std::string(toString(mode)) + "' checks it");
       }
       const bool onWanted = gpu ? cur == in.hostDriver : (!cur.empty() && !isVfioDriver(cur));
       const bool leftVfio = !gpu && !isVfioDriver(cur);  // a driverless companion is fine
@@ -532,9 +537,16 @@ Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs&
   return std::move(b.plan);
 }
 
+std::map<Mode, int> Plan::split() const {
+  std::map<Mode, int> out;
+  for (const auto& mv : moves) {
+    if (mv.role == Role::kGpu) ++out[mv.mode];
+  }
+  return out;
+}
+
 std::map<std::string, int> expectedAdvertised(const Plan& plan) {
-  std::map<std::string, int> out;
-  if (plan.mode != Mode::kVmVgpu) return out;
+  std::map<std::string, int> out;  // only GPUs in vm-vgpu plan vGPU devices
   for (const auto& pv : plan.vgpus) out[vgpuResourceName(pv.typeName)] += 1;
   return out;
 }

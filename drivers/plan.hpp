@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "drivers/device_rules.hpp"
 #include "drivers/mode.hpp"
 #include "drivers/selection.hpp"
 #include "drivers/snapshot.hpp"
@@ -53,12 +54,13 @@ struct DeviceMove {
   Role role = Role::kGpu;
   std::optional<int> group;
   DeviceState from;
-  std::string toDriver;  // the driver it must end on; "" = any driver but vfio (companions)
-  bool changes = false;  // false when the device is already where it should be
+  std::string toDriver;          // the driver it must end on; "" = any driver but vfio (companions)
+  bool changes = false;          // false when the device is already where it should be
+  Mode mode = Mode::kContainer;  // the mode it goes to (on a mixed node, not every device's)
 };
 
 struct PlanInputs {
-  Mode mode = Mode::kContainer;
+  Mode mode = Mode::kContainer;       // every selected device's, unless `modes` names another
   std::string hostDriver = "nvidia";  // driver name; its module has the same name
   std::string modulesAlias;           // lib/modules/<release>/modules.alias text ("" if absent)
   // vGPU: the live vGPU view (nullopt: no vGPU parents or devices on this host), the selected
@@ -68,6 +70,7 @@ struct PlanInputs {
   std::optional<std::vector<VgpuConfigEntry>> vgpuConfig{};
   std::string vgpuConfigName = "default";
   bool vgpuVfioAvailable = false;
+  DeviceModes modes{};  // a mixed node: the mode of each device (resolveModes)
 };
 
 // A vGPU device the plan wants to exist at the end.
@@ -88,7 +91,7 @@ struct SriovChange {
 };
 
 struct Plan {
-  Mode mode = Mode::kContainer;
+  Mode mode = Mode::kContainer;   // the default; each move carries its own (a mixed node)
   std::vector<DeviceMove> moves;  // every selected device, in order
   std::vector<Step> steps;
   std::vector<PlannedVgpu> vgpus;        // vm-vgpu: every vGPU device at the end
@@ -97,6 +100,8 @@ struct Plan {
   std::vector<Bdf> vgpuGpus;             // GPUs whose vGPU state the journal must cover
 
   bool noop() const { return steps.empty(); }
+  // How many GPUs (role gpu) go to each mode; more than one entry on a mixed node.
+  std::map<Mode, int> split() const;
 };
 
 // What the sandbox device plugin will advertise once a vm-vgpu plan is applied:

@@ -57,6 +57,12 @@ std::string GroupProblem::describe(const Snapshot& s) const {
   return msg;
 }
 
+std::string UnselectedGpu::describe(const Snapshot& s) const {
+  return "GPU " + describeFunction(s, gpu) + " is not selected but shares " +
+         (group ? "IOMMU group " + std::to_string(*group) : std::string("the IOMMU group")) +
+         " with " + selected.str();
+}
+
 bool isSelectedGpu(const PciFunction& f, const SelectionOptions& opt) {
   if (f.isVf()) return false;
   if (!opt.gpuIds.empty()) {
@@ -128,6 +134,10 @@ Result<Selection> selectDevices(const Snapshot& s, const SelectionOptions& opt) 
       if (s.rootDiskPci && m->bdf == *s.rootDiskPci) problem.holdsRootDisk = true;
       if (m->bdf == g->bdf || isBridge(m->classCode)) continue;
       if (m->id.vendor == g->id.vendor || isCompanionClass(m->classCode)) {
+        if (isSelectedGpu(*m, opt) && std::find(gpus.begin(), gpus.end(), m) == gpus.end() &&
+            !sel.find(m->bdf)) {
+          sel.unselectedGpus.push_back({m->bdf, g->bdf, g->iommuGroup});
+        }
         add(*m, Role::kCompanion);
       } else {
         problem.foreign.push_back(m->bdf);

@@ -58,9 +58,20 @@ struct GroupProblem {
   std::string describe(const Snapshot& s) const;
 };
 
+// A GPU that --devices did not name but that shares the IOMMU group of one it did (two GPUs
+// behind a PCIe switch without ACS): it is a companion of the selected one, and moving it is
+// refused without --force (agent/converge).
+struct UnselectedGpu {
+  Bdf gpu;       // the one not selected
+  Bdf selected;  // the selected GPU whose group holds it
+  std::optional<int> group;
+  std::string describe(const Snapshot& s) const;
+};
+
 struct Selection {
   std::vector<Target> targets;  // GPUs first by BDF, then companions; no duplicates
   std::vector<GroupProblem> problems;
+  std::vector<UnselectedGpu> unselectedGpus;
 
   std::vector<Bdf> gpus() const;
   const Target* find(const Bdf& b) const;

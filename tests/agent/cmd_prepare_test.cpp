@@ -41,9 +41,11 @@ TEST_CASE("bad option values name the input and the fix", "[cli]") {
   r = runHostprep({"--output", "yaml", "prepare", "--mode", "container"});
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.err, Catch::Contains("--output: 'yaml' is not a format"));
-  r = runHostprep({"prepare"});
+  // Without --mode prepare applies the config; a fixture root that has none says so.
+  Fixture fx("two-a10");
+  r = runHostprep({"--root", fx.root().string(), "prepare"});
   CHECK(r.exitCode == 2);
-  CHECK_THAT(r.err, Catch::Contains("--mode is required"));
+  CHECK_THAT(r.err, Catch::Contains("no --mode, and /etc/hostprep/config.yaml names no mode"));
 }
 
 TEST_CASE("prepare --dry-run on two A10s prints the plan as JSON and touches nothing", "[cli]") {
@@ -182,4 +184,65 @@ TEST_CASE("vm-vgpu does not refuse a shared IOMMU group, but a GPU without vGPU 
              Catch::Contains("GPU 0000:03:00.0 (10de:2236 3D controller): offers no vGPU types "
                              "(no mdev_supported_types, no SR-IOV)"));
   CHECK_THAT(r.err, Catch::Contains("install and load the NVIDIA vGPU manager"));
+}
+
+TEST_CASE("prepare without --mode applies the config's mode and devices rules", "[cli][mixed]") {
+  Fixture fx("two-a10");
+  const auto before = fx.deviceState();
+  fx.write("etc/hostprep/config.yaml",
+           "mode: container\n"
+           "devices:\n"
+           "  - match: {bdf: \"0000:86:00.0\"}\n"
+           "    mode: vm-passthrough\n"
+           "  - match: {model: \"10de:2330\"}\n"
+           "    mode: vm-passthrough\n");
+  auto r = runHostprep({"--root", fx.root().string(), "prepare", "--dry-run"});
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.out,
+             Catch::StartsWith("plan for mixed (container x1, vm-passthrough x1): 4 device(s), "));
+  CHECK_THAT(r.out, Catch::Contains("0000:3b:00.0 (10de:2236 3D controller) gpu: nvidia -> nvidia "
+                                    "(already there)"));
+  CHECK_THAT(r.out, Catch::Contains("0000:86:00.0 (10de:2236 3D controller) gpu: nvidia -> "
+                                    "vfio-pci\n"));
+  CHECK(r.err ==
+        "warning: config: devices[1] {model: 10de:2330} matches no selected GPU (or only GPUs an "
+        "earlier rule took)\n");
+  auto j = runHostprep({"--root", fx.root().string(), "prepare", "--dry-run", "--output", "json"});
+  REQUIRE(j.exitCode == 0);
+  auto doc = nlohmann::json::parse(j.out);
+  CHECK(doc["mode"] == "container");
+  CHECK(doc["split"] == nlohmann::json{{"container", 1}, {"vm-passthrough", 1}});
+  CHECK(doc["devices"][1]["mode"] == "vm-passthrough");
+  // --mode keeps its meaning: every selected GPU to that mode, the rules unused.
+  auto m =
+      runHostprep({"--root", fx.root().string(), "prepare", "--mode", "container", "--dry-run"});
+  CHECK(m.exitCode == 0);
+  CHECK_THAT(m.out, Catch::StartsWith("plan for container: 4 device(s), 0 step(s)"));
+  CHECK(fx.deviceState() == before);
+}
+
+TEST_CASE("prepare without --mode: config errors exit 2 and touch nothing", "[cli][mixed]") {
+  Fixture fx("two-a10");
+  const auto before = fx.deviceState();
+  auto none = runHostprep({"--root", fx.root().string(), "prepare"});
+  CHECK(none.exitCode == 2);
+  CHECK(none.err ==
+        "hostprep prepare: prepare: no --mode, and /etc/hostprep/config.yaml names no mode (pass "
+        "--mode M, or write mode: M in the config)\n");
+  fx.write("etc/hostprep/config.yaml",
+           "mode: container\ndevices:\n  - match: {bdf: \"0000:86:00.0\", slot: 2}\n"
+           "    mode: vm-passthrough\n");
+  auto key = runHostprep({"--root", fx.root().string(), "prepare"});
+  CHECK(key.exitCode == 2);
+  CHECK_THAT(key.err, Catch::Contains("/etc/hostprep/config.yaml: devices[0].match.slot: unknown "
+                                      "key (known keys: bdf, index, model, numa)"));
+  fx.write("etc/hostprep/config.yaml",
+           "mode: container\ndevices:\n  - match: {index: 1}\n    mode: vm-vgpu\n");
+  auto mix = runHostprep({"--root", fx.root().string(), "prepare"});
+  CHECK(mix.exitCode == 2);
+  CHECK_THAT(mix.err, Catch::Contains("devices: container and vm-vgpu cannot share a node: one "
+                                      "nvidia module cannot be both the datacenter driver and the "
+                                      "vGPU manager (1 GPU(s) container, 1 GPU(s) vm-vgpu)"));
+  CHECK(fx.deviceState() == before);
+  CHECK_FALSE(std::filesystem::exists(fx.path("run/hostprep/journal.json")));
 }

@@ -44,7 +44,8 @@ TEST_CASE("config errors name the file, the key and the fix, with exit 2", "[con
       {"mode: vm\n",
        "config.yaml: mode: 'vm' is not a mode (choose one of container, vm-passthrough, vm-vgpu)"},
       {"mdoe: container\n",
-       "config.yaml: mdoe: unknown key (known keys: cc-mode, holder-nodes, host-driver, mode, "
+       "config.yaml: mdoe: unknown key (known keys: cc-mode, devices, holder-nodes, host-driver, "
+       "mode, "
        "reconcile, selection, status, vgpu)"},
       {"cc-mode: yes\n",
        "config.yaml: cc-mode: 'yes' is not a CC mode (choose one of off, on, devtools, ppcie)"},
@@ -90,6 +91,81 @@ TEST_CASE("config errors name the file, the key and the fix, with exit 2", "[con
   auto syntax = parseConfig("mode: [\n", "config.yaml");
   REQUIRE_FALSE(syntax);
   CHECK_THAT(syntax.error().message, Catch::StartsWith("config.yaml: line "));
+}
+
+TEST_CASE("devices rules parse in the documented shape", "[config][rules]") {
+  auto c = parseConfig(
+      "mode: container\n"
+      "devices:\n"
+      "  - match: {bdf: \"0000:41:00.0\"}\n"
+      "    mode: vm-passthrough\n"
+      "  - match: {model: \"10de:2330\"}  # every GPU with this id\n"
+      "    mode: vm-passthrough\n"
+      "  - match: {index: 3, numa: 1}\n"
+      "    mode: container\n",
+      "config.yaml");
+  REQUIRE(c);
+  CHECK(c->mode == Mode::kContainer);
+  REQUIRE(c->rules.size() == 3);
+  CHECK(c->rules[0] == DeviceRule{{parseBdf("0000:41:00.0"), {}, {}, {}}, Mode::kVmPassthrough});
+  CHECK(c->rules[1] == DeviceRule{{{}, PciId{0x10de, 0x2330}, {}, {}}, Mode::kVmPassthrough});
+  CHECK(c->rules[2] == DeviceRule{{{}, {}, 3, 1}, Mode::kContainer});
+  CHECK(c->rules[2].match.describe() == "{index: 3, numa: 1}");
+  // selection.devices is another key: the GPUs hostprep manages at all.
+  auto both = parseConfig("selection:\n  devices: [0000:41:00.0]\ndevices: []\n", "config.yaml");
+  REQUIRE(both);
+  CHECK(both->rules.empty());
+  CHECK(both->selection.devices.size() == 1);
+}
+
+TEST_CASE("a bad devices rule names its key and exits 2", "[config][rules]") {
+  struct Case {
+    const char* yaml;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"devices:\n  - match: {slot: 3}\n    mode: container\n",
+       "config.yaml: devices[0].match.slot: unknown key (known keys: bdf, index, model, numa)"},
+      {"devices:\n  - match: {bdf: 41:00.0}\n    mode: container\n    why: x\n",
+       "config.yaml: devices[0].why: unknown key (known keys: match, mode)"},
+      {"devices:\n  - match: {bdf: 41:00.0}\n    mode: container\n"
+       "  - match: {bdf: \"41:00\"}\n    mode: container\n",
+       "config.yaml: devices[1].match.bdf: '41:00' is not a PCI address (write DDDD:BB:DD.F, e.g. "
+       "0000:3b:00.0)"},
+      {"devices:\n  - match: {model: nvidia}\n    mode: container\n",
+       "config.yaml: devices[0].match.model: 'nvidia' is not a vendor:device id (write VVVV:DDDD "
+       "in hex, e.g. 10de:2236)"},
+      {"devices:\n  - match: {index: -1}\n    mode: container\n",
+       "config.yaml: devices[0].match.index: '-1' is not a whole number >= 0 (write a number such "
+       "as 0 or 1)"},
+      {"devices:\n  - match: {numa: one}\n    mode: container\n",
+       "config.yaml: devices[0].match.numa: 'one' is not a whole number >= 0 (write a number such "
+       "as 0 or 1)"},
+      {"devices:\n  - match: {index: 0}\n    mode: vm\n",
+       "config.yaml: devices[0].mode: 'vm' is not a mode (choose one of container, "
+       "vm-passthrough, vm-vgpu)"},
+      {"devices:\n  - match: {index: 0}\n",
+       "config.yaml: devices[0].mode: is missing (write mode: one of container, vm-passthrough, "
+       "vm-vgpu)"},
+      {"devices:\n  - mode: container\n",
+       "config.yaml: devices[0].match: is missing (write devices: [{match: {bdf: "
+       "\"0000:41:00.0\"}, mode: vm-passthrough}])"},
+      {"devices:\n  - match: {}\n    mode: container\n",
+       "config.yaml: devices[0].match: matches every GPU: name bdf, model, index or numa (to set "
+       "every GPU's mode, write the top-level mode:)"},
+      {"devices:\n  - match: 0000:41:00.0\n    mode: container\n",
+       "config.yaml: devices[0].match: must be a mapping (write match: {bdf: \"0000:41:00.0\"})"},
+      {"devices: {bdf: 0000:41:00.0}\n",
+       "config.yaml: devices: must be a list of rules (write devices: [{match: {bdf: "
+       "\"0000:41:00.0\"}, mode: vm-passthrough}])"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.yaml);
+    auto r = parseConfig(c.yaml, "config.yaml");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().describe() == c.message);
+    CHECK(r.error().exit == Exit::kUsage);
+  }
 }
 
 TEST_CASE("a config writable by others is refused when running as root", "[config]") {

@@ -100,3 +100,126 @@ TEST_CASE("the agent's vGPU config is a host path, read through the Host", "[con
                                          ": No such file or directory (check the path)");
   CHECK(absent.error().exit == Exit::kUsage);
 }
+
+namespace {
+
+ConvergeOptions splitOf(const char* passthroughBdf) {
+  ConvergeOptions co;
+  co.mode = Mode::kContainer;
+  co.rules = {{{*parseBdf(passthroughBdf), {}, {}, {}}, Mode::kVmPassthrough}};
+  co.unbindTimeout = std::chrono::milliseconds(500);
+  co.lockTimeout = std::chrono::milliseconds(500);
+  return co;
+}
+
+// Two A10s in one IOMMU group (a PCIe switch without ACS), the first with its audio function.
+const char* kSharedGroup = R"(kernel: 6.1.0-test-amd64
+cmdline: BOOT_IMAGE=/vmlinuz root=/dev/nvme0n1p2 ro intel_iommu=on
+modules: [nvidia, snd_hda_intel, nvme]
+available_modules: [vfio, vfio_pci, vfio_pci_core, vfio_iommu_type1]
+root_disk: 0000:5e:00.0
+devices:
+  - {bdf: "0000:3b:00.0", id: "10de:2236", class: "030200", driver: nvidia, group: 30}
+  - {bdf: "0000:3b:00.1", id: "10de:1aef", class: "040300", driver: snd_hda_intel, group: 30}
+  - {bdf: "0000:3c:00.0", id: "10de:2236", class: "030200", driver: nvidia, group: 30}
+  - {bdf: "0000:5e:00.0", id: "144d:a80a", class: "010802", driver: nvme, group: 40}
+)";
+
+struct SharedRig {
+  Fixture fx{Fixture::HostYaml{kSharedGroup}};
+  FakeKernel kernel{fx.root()};
+  FakeModules modules{kernel};
+  Kernel k{kernel, modules};
+};
+
+}  // namespace
+
+TEST_CASE("a split converges both ways in one run; the next run is a no-op", "[converge][mixed]") {
+  Rig r("two-a10");
+  auto first = converge(r.k, splitOf("0000:3b:00.0"));
+  REQUIRE(first.status);
+  CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("vfio-pci"));
+  CHECK(r.driver("0000:3b:00.1") == std::optional<std::string>("vfio-pci"));  // with its GPU
+  CHECK(r.driver("0000:86:00.0") == std::optional<std::string>("nvidia"));
+  CHECK(r.driver("0000:86:00.1") == std::optional<std::string>("snd_hda_intel"));
+
+  // Reversed: 3b:00.0 vfio-pci -> nvidia while 86:00.0 nvidia -> vfio-pci, one plan, one journal.
+  auto back = converge(r.k, splitOf("0000:86:00.0"));
+  REQUIRE(back.status);
+  REQUIRE(back.plan);
+  CHECK(back.plan->split() ==
+        std::map<Mode, int>{{Mode::kContainer, 1}, {Mode::kVmPassthrough, 1}});
+  std::map<std::string, std::string> to;
+  for (const auto& mv : back.plan->moves) {
+    if (mv.changes) to[mv.bdf.str()] = std::string(toString(mv.mode)) + " " + mv.toDriver;
+  }
+  CHECK(to == std::map<std::string, std::string>{{"0000:3b:00.0", "container nvidia"},
+                                                 {"0000:3b:00.1", "container "},
+                                                 {"0000:86:00.0", "vm-passthrough vfio-pci"},
+                                                 {"0000:86:00.1", "vm-passthrough vfio-pci"}});
+  CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("nvidia"));
+  CHECK(r.driver("0000:3b:00.1") == std::optional<std::string>("snd_hda_intel"));
+  CHECK(r.driver("0000:86:00.0") == std::optional<std::string>("vfio-pci"));
+  CHECK(r.driver("0000:86:00.1") == std::optional<std::string>("vfio-pci"));
+  CHECK_FALSE(r.kernel.exists(kJournalPath));
+
+  auto again = converge(r.k, splitOf("0000:86:00.0"));
+  REQUIRE(again.status);
+  REQUIRE(again.plan);
+  CHECK(again.plan->noop());
+}
+
+TEST_CASE("mixes that cannot be are refused before anything changes", "[converge][mixed]") {
+  Rig r("two-a10");
+  const auto before = r.fx.deviceState();
+  auto co = splitOf("0000:3b:00.0");
+  co.rules[0].mode = Mode::kVmVgpu;  // container + vm-vgpu
+  auto c = converge(r.k, co);
+  REQUIRE_FALSE(c.status);
+  CHECK(c.status.error().exit == Exit::kUsage);
+  CHECK_THAT(c.status.error().message,
+             Catch::Contains("one nvidia module cannot be both the datacenter driver and the "
+                             "vGPU manager"));
+  CHECK(r.fx.deviceState() == before);
+
+  SharedRig s;
+  const auto sharedBefore = s.fx.deviceState();
+  auto split = converge(s.k, splitOf("0000:3c:00.0"));
+  REQUIRE_FALSE(split.status);
+  CHECK(split.status.error().exit == Exit::kRefused);
+  CHECK_THAT(split.status.error().message,
+             Catch::Contains("GPU 0000:3b:00.0 (10de:2236 3D controller) (container) and GPU "
+                             "0000:3c:00.0 (10de:2236 3D controller) (vm-passthrough) share "
+                             "IOMMU group 30"));
+  CHECK(s.fx.deviceState() == sharedBefore);
+}
+
+TEST_CASE("--devices A does not drag an unselected GPU B of A's group along without --force",
+          "[converge][mixed]") {
+  SharedRig s;
+  const auto before = s.fx.deviceState();
+  auto co = passthroughOf("0000:3b:00.0");
+  auto c = converge(s.k, co);
+  REQUIRE_FALSE(c.status);
+  CHECK(c.status.error().exit == Exit::kRefused);
+  CHECK(c.status.error().message ==
+        "refusing to move a GPU that was not selected: GPU 0000:3c:00.0 (10de:2236 3D controller) "
+        "is not selected but shares IOMMU group 30 with 0000:3b:00.0");
+  CHECK(c.status.error().advice ==
+        "select it too (--devices), or pass --force to move it with the other");
+  CHECK(s.fx.deviceState() == before);
+  co.dryRun = true;  // a dry run says the same
+  CHECK_FALSE(converge(s.k, co).status);
+
+  // Selected too: both move.
+  auto both = passthroughOf("0000:3b:00.0");
+  both.selection.devices.push_back(*parseBdf("0000:3c:00.0"));
+  both.dryRun = true;
+  CHECK(converge(s.k, both).status);
+  // --force: B moves as the companion it is.
+  co.dryRun = false;
+  co.force = true;
+  REQUIRE(converge(s.k, co).status);
+  CHECK(readPciFunction(s.kernel, *parseBdf("0000:3c:00.0"))->driver ==
+        std::optional<std::string>("vfio-pci"));
+}

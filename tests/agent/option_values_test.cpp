@@ -137,7 +137,7 @@ TEST_CASE("the command line and the config file refuse the same values with the 
     INFO(name);
     auto c = parsePrepareOptions(add(vgpu, {"--vgpu-config-name", name}));
     REQUIRE(c);
-    CHECK(std::get<ConvergeOptions>(*c).vgpuConfigName == name);
+    CHECK(std::get<PrepareOptions>(*c).converge.vgpuConfigName == name);
     auto f = parseConfig("vgpu:\n  config-name: " + std::string(name) + "\n", "config.yaml");
     REQUIRE(f);
     CHECK(f->vgpuConfigName == name);

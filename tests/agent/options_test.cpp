@@ -27,26 +27,35 @@ TEST_CASE("prepare's options become one ConvergeOptions", "[options]") {
   const auto o = options(parsePrepareOptions(
       {"--mode", "vm-passthrough", "--dry-run", "--devices", "0000:3b:00.0, 86:00.0", "--gpu-ids",
        "10de:2236", "--lock-timeout", "1.5", "--holder-nodes", "/dev/nvidia0"}));
-  CHECK(o.mode == Mode::kVmPassthrough);
-  CHECK(o.dryRun);
-  CHECK_FALSE(o.force);
-  REQUIRE(o.selection.devices.size() == 2);
-  CHECK(o.selection.devices[1].str() == "0000:86:00.0");
-  CHECK(o.selection.gpuIds == std::vector<PciId>{{0x10de, 0x2236}});
-  CHECK(o.selection.hostDriver == "nvidia");
-  CHECK(o.lockTimeout == std::chrono::milliseconds(1500));
-  CHECK(o.unbindTimeout == std::chrono::milliseconds(30'000));
-  CHECK(o.holderNodes == "/dev/nvidia0");
-  CHECK(o.vgpuConfigName == "default");
+  CHECK(o.converge.mode == Mode::kVmPassthrough);
+  CHECK(o.converge.dryRun);
+  CHECK_FALSE(o.converge.force);
+  REQUIRE(o.converge.selection.devices.size() == 2);
+  CHECK(o.converge.selection.devices[1].str() == "0000:86:00.0");
+  CHECK(o.converge.selection.gpuIds == std::vector<PciId>{{0x10de, 0x2236}});
+  CHECK(o.converge.selection.hostDriver == "nvidia");
+  CHECK(o.converge.lockTimeout == std::chrono::milliseconds(1500));
+  CHECK(o.converge.unbindTimeout == std::chrono::milliseconds(30'000));
+  CHECK(o.converge.holderNodes == "/dev/nvidia0");
+  CHECK(o.converge.vgpuConfigName == "default");
   // Without --holder-nodes the glob follows the host driver (agent/converge: holderGlob).
   const auto d = options(parsePrepareOptions({"--mode", "container", "--host-driver", "standin"}));
-  CHECK(d.holderNodes.empty());
-  CHECK(holderGlob(d.holderNodes, d.selection.hostDriver) == "/dev/standin*");
+  CHECK(d.converge.holderNodes.empty());
+  CHECK(holderGlob(d.converge.holderNodes, d.converge.selection.hostDriver) == "/dev/standin*");
+  CHECK_FALSE(o.fromConfig);
+  // Without --mode: the config applies; only the flags given override it.
+  const auto c = options(parsePrepareOptions({"--devices", "0000:3b:00.0", "--dry-run"}));
+  CHECK(c.fromConfig);
+  CHECK(c.config.path == "/etc/hostprep/config.yaml");
+  CHECK(c.selection.devices == std::optional<std::vector<Bdf>>({*parseBdf("0000:3b:00.0")}));
+  CHECK_FALSE(c.selection.hostDriver);  // the default does not override the config's
+  CHECK_FALSE(c.holderNodesGiven);
+  CHECK_FALSE(c.vgpuConfigGiven);
 }
 
 TEST_CASE("every command answers --help with its own text", "[options]") {
   CHECK_THAT(help(parsePrepareOptions({"--help"})),
-             Catch::StartsWith("usage: hostprep prepare --mode M [options]\n"));
+             Catch::StartsWith("usage: hostprep prepare [--mode M] [options]\n"));
   CHECK_THAT(help(parsePreflightOptions({"-h"})),
              Catch::EndsWith("Exit codes: 0 no check failed, 1 a check failed, 2 usage error.\n"));
   CHECK_THAT(help(parseStatusOptions({"--help"})), Catch::Contains("/etc/hostprep/config.yaml)"));
@@ -60,12 +69,13 @@ TEST_CASE("every command answers --help with its own text", "[options]") {
 
 TEST_CASE("usage errors name the option and exit 2", "[options]") {
   struct Case {
-    Result<CommandLine<ConvergeOptions>> r;
+    Result<CommandLine<PrepareOptions>> r;
     const char* message;
   };
   auto prepare = [](std::vector<std::string> a) { return parsePrepareOptions(a); };
   const Case cases[] = {
-      {prepare({}), "prepare: --mode is required"},
+      {prepare({"--mode", "container", "--config", "/etc/x.yaml"}),
+       "--config: prepare applies a config only without --mode"},
       {prepare({"--mode", "container", "--lock-timeout", "0"}),
        "--lock-timeout: 0.000000 is not a number of seconds between 0 and 86400"},
       {prepare({"--mode", "container", "--vgpu-config-name", "a10"}),

@@ -99,3 +99,21 @@ TEST_CASE("the sweep reports a stranded device when there is one", "[sweep]") {
   CHECK(good.points == 6);
   CHECK(good.stranded == 0);
 }
+
+TEST_CASE("a plan that moves GPUs both ways rolls back from every fault and crash point",
+          "[sweep][mixed]") {
+  // One GPU vfio-pci -> nvidia while the other goes nvidia -> vfio-pci, in one journal.
+  const SweepCase c = bothWaysCase();
+  SweepTally t;
+  t += faultSweep(c, {EIO, EBUSY});
+  t += journalFaultSweep(c);
+  t += crashSweep(c);
+  t += mutationCrashSweep(c);
+  t += rollbackCrashSweep(c);
+  t += recoveryCrashSweep(c);
+  t += doubleFaultSweep(c);
+  for (const auto& f : t.failures) UNSCOPED_INFO(f);
+  std::cout << "both ways: " << t.points << " points, " << t.stranded << " stranded\n";
+  CHECK(t.points > 100);
+  CHECK(t.stranded == 0);
+}

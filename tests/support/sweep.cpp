@@ -60,7 +60,7 @@ struct Rig {
     // tests/drivers/executor_test.cpp, which needs no numbering to check the end state.)
     opt.parallel = false;
     if (c.from) {
-      auto res = applyPlan(k, plan(*c.from, c.selection), opt);
+      auto res = applyPlan(k, plan(*c.from, c.fromRules, c.selection), opt);
       if (!res)
         throw std::runtime_error(
             c.name + ": the move to the starting mode failed: " + res.error().describe());
@@ -71,7 +71,7 @@ struct Rig {
     mutationBase = kernel->mutationCount();
   }
 
-  Plan plan(Mode mode, const SelectionOptions& so) {
+  Plan plan(Mode mode, const std::vector<DeviceRule>& rules, const SelectionOptions& so) {
     auto s = readSnapshot(*kernel);
     if (!s) throw std::runtime_error("snapshot: " + s.error().describe());
     auto sel = selectDevices(*s, so);
@@ -79,6 +79,7 @@ struct Rig {
     PlanInputs in{
         mode, "nvidia",
         kernel->read(hostPath("lib/modules", s->kernelRelease, "modules.alias")).value_or("")};
+    in.modes = resolveModes(*s, *sel, mode, rules).modes;
     auto p = makePlan(*s, *sel, in);
     if (!p) throw std::runtime_error("plan: " + p.error().describe());
     return *p;
@@ -100,7 +101,7 @@ Probe probe(const SweepCase& c) {
   Rig r(c);
   Probe p;
   p.before = r.fx->deviceState();
-  Plan plan = r.plan(c.mode, c.selection);
+  Plan plan = r.plan(c.mode, c.rules, c.selection);
   if (plan.noop()) throw std::runtime_error(c.name + ": the plan is a no-op; nothing to sweep");
   p.steps = plan.steps.size();
   auto res = applyPlan(r.k, plan, r.opt);
@@ -123,7 +124,7 @@ bool recoversAndCompletes(Rig& r, const SweepCase& c, const Probe& p, SweepTally
   State now = r.fx->deviceState();
   if (now != p.before)
     return t.fail(where + ": stranded after recovery:" + describeDiff(p.before, now)), false;
-  auto res = applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
+  auto res = applyPlan(r.k, r.plan(c.mode, c.rules, c.selection), r.opt);
   if (!res) return t.fail(where + ": the next run failed: " + res.error().describe()), false;
   now = r.fx->deviceState();
   if (now != p.after)
@@ -191,6 +192,15 @@ std::vector<SweepCase> fixtureCases() {
   };
 }
 
+SweepCase bothWaysCase() {
+  const Bdf a = *parseBdf("0000:3b:00.0"), b = *parseBdf("0000:86:00.0");
+  SweepCase c = fixtureCase("two-a10", Mode::kContainer, Mode::kContainer, {});
+  c.name = "two-a10 (3b:00.0 vm-passthrough) -> 86:00.0 vm-passthrough, 3b:00.0 container";
+  c.fromRules = {{{a, {}, {}, {}}, Mode::kVmPassthrough}};
+  c.rules = {{{b, {}, {}, {}}, Mode::kVmPassthrough}};
+  return c;
+}
+
 std::string generatedTopology(int gpus, int companions, int vfioEvery) {
   struct Kind {
     const char* id;
@@ -242,7 +252,7 @@ SweepTally faultSweep(const SweepCase& c, const std::vector<int>& errnos) {
       point(t, where, [&] {
         Rig r(c);
         r.kernel->failWrite(r.writeBase + w, e);
-        auto res = applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
+        auto res = applyPlan(r.k, r.plan(c.mode, c.rules, c.selection), r.opt);
         State now = r.fx->deviceState();
         if (res) return t.fail(where + ": the run reported success");
         if (r.journal())
@@ -265,7 +275,7 @@ SweepTally journalFaultSweep(const SweepCase& c) {
       Rig r(c);
       r.kernel->failFileWrite(r.fileWriteBase + s,
                               ENOSPC);  // every journal write the clean run made
-      auto res = applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
+      auto res = applyPlan(r.k, r.plan(c.mode, c.rules, c.selection), r.opt);
       State now = r.fx->deviceState();
       if (res) return t.fail(where + ": the run reported success");
       if (now != p.before) return t.fail(where + ": stranded:" + describeDiff(p.before, now));
@@ -284,7 +294,7 @@ SweepTally crashSweep(const SweepCase& c) {
     point(t, where, [&] {
       Rig r(c);
       r.opt.afterStep = [s](size_t i) { return i != s; };
-      auto res = applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
+      auto res = applyPlan(r.k, r.plan(c.mode, c.rules, c.selection), r.opt);
       r.opt.afterStep = nullptr;
       if (res) return t.fail(where + ": the run did not stop");
       if (!r.journal()) return t.fail(where + ": no journal was left for the next run");
@@ -304,7 +314,7 @@ SweepTally mutationCrashSweep(const SweepCase& c) {
       r.kernel->crashAt(r.mutationBase + m);
       bool crashed = false;
       try {
-        (void)applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
+        (void)applyPlan(r.k, r.plan(c.mode, c.rules, c.selection), r.opt);
       } catch (const FakeKernel::Crash&) {
         crashed = true;
       }
@@ -324,7 +334,7 @@ SweepTally rollbackCrashSweep(const SweepCase& c) {
     {
       Rig r(c);
       r.kernel->failWrite(r.writeBase + w);
-      (void)applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
+      (void)applyPlan(r.k, r.plan(c.mode, c.rules, c.selection), r.opt);
       if (!r.kernel->failedMutation()) continue;
       failedAt = *r.kernel->failedMutation();
       end = r.kernel->mutationCount();
@@ -339,7 +349,7 @@ SweepTally rollbackCrashSweep(const SweepCase& c) {
         r.kernel->crashAt(m);
         bool crashed = false;
         try {
-          (void)applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
+          (void)applyPlan(r.k, r.plan(c.mode, c.rules, c.selection), r.opt);
         } catch (const FakeKernel::Crash&) {
           crashed = true;
         }
@@ -359,7 +369,7 @@ SweepTally recoveryCrashSweep(const SweepCase& c) {
     {
       Rig r(c);
       r.opt.afterStep = [s](size_t i) { return i != s; };
-      (void)applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
+      (void)applyPlan(r.k, r.plan(c.mode, c.rules, c.selection), r.opt);
       start = r.kernel->mutationCount();
       (void)recoverJournal(r.k, r.opt);
       end = r.kernel->mutationCount();
@@ -370,7 +380,7 @@ SweepTally recoveryCrashSweep(const SweepCase& c) {
       point(t, where, [&] {
         Rig r(c);
         r.opt.afterStep = [s](size_t i) { return i != s; };
-        (void)applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
+        (void)applyPlan(r.k, r.plan(c.mode, c.rules, c.selection), r.opt);
         r.opt.afterStep = nullptr;
         r.kernel->crashAt(m);
         bool crashed = false;
@@ -395,7 +405,7 @@ SweepTally doubleFaultSweep(const SweepCase& c) {
     {
       Rig r(c);
       r.kernel->failWrite(r.writeBase + w);
-      (void)applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
+      (void)applyPlan(r.k, r.plan(c.mode, c.rules, c.selection), r.opt);
       end = r.writes();
     }
     for (size_t j = w + 1; j < end; ++j) {
@@ -405,7 +415,7 @@ SweepTally doubleFaultSweep(const SweepCase& c) {
         Rig r(c);
         r.kernel->failWrite(r.writeBase + w);
         r.kernel->failWrite(r.writeBase + j);
-        auto res = applyPlan(r.k, r.plan(c.mode, c.selection), r.opt);
+        auto res = applyPlan(r.k, r.plan(c.mode, c.rules, c.selection), r.opt);
         if (res) return t.fail(where + ": the run reported success");
         recoversAndCompletes(r, c, p, t, where);
       });

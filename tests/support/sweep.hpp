@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "drivers/device_rules.hpp"
 #include "drivers/mode.hpp"
 #include "drivers/selection.hpp"
 
@@ -24,6 +25,8 @@ struct SweepCase {
   std::string hostYaml;      // a generated topology (host.yaml text)
   std::optional<Mode> from;  // first move the host to this mode (cleanly), then sweep `mode`
   Mode mode = Mode::kVmPassthrough;
+  // Per-device modes over `from` and `mode` (a mixed node): GPUs these rules match go elsewhere.
+  std::vector<DeviceRule> fromRules, rules;
   SelectionOptions selection;  // --devices, --gpu-ids
   // Kernel behaviour for every run of the case (a held device, a driver refusing a device).
   std::function<void(FakeKernel&)> setupKernel;
@@ -33,6 +36,9 @@ struct SweepCase {
 // `from`, when given), named for reports.
 SweepCase fixtureCase(std::string scenario, Mode mode, std::optional<Mode> from = std::nullopt,
                       SelectionOptions sel = {});
+// A mixed node reversed in one run (two-a10: 3b:00.0 on vfio-pci, 86:00.0 on nvidia, then the
+// other way round): one plan that moves GPUs both ways.
+SweepCase bothWaysCase();
 // Every plan the fixtures can produce. A new plan (a vm-vgpu scenario) is one line there.
 std::vector<SweepCase> fixtureCases();
 
