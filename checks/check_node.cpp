@@ -86,12 +86,24 @@ NodeResult checkNode(const NodeDoc& d, const Cluster& c, const CheckNodeInput& i
   n.findings = std::move(bad);
   if (!n.hasGpus) return n;
   decideMode(n, f, c.policy);
+  readSplit(n, f);
   checkDeployLabels(n, f);
   checkPausedOperands(n, f);
   checkStateLabels(n, f);
   checkPreinstalledDriver(n, f);
-  checkResources(n, f, c.policy);
-  if (n.mode == Mode::kVmVgpu) checkVgpu(n, f, in.vgpuConfigs);
+  if (n.split) {
+    checkSplit(n, f);
+    // The vGPU config applies to the split's vm-vgpu GPUs only.
+    if (const int64_t vgpus = n.split->of(Mode::kVmVgpu); vgpus > 0) {
+      const auto all = n.gpus;
+      n.gpus = static_cast<int>(vgpus);
+      checkVgpu(n, f, in.vgpuConfigs);
+      n.gpus = all;
+    }
+  } else {
+    checkResources(n, f, c.policy);
+    if (n.mode == Mode::kVmVgpu) checkVgpu(n, f, in.vgpuConfigs);
+  }
   if (f.status) checkStatus(n, *f.status);
   return n;
 }

@@ -3,6 +3,8 @@
 // ResourceSlices), findings out. Pure: no files, no clock, no cluster access.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -46,6 +48,16 @@ enum class Scheduling { kSchedulable, kCordoned };
 enum class NodeState { kOk, kWarning, kError };
 std::string_view toString(NodeState s);
 
+// The split a mixed node declares: GPUs per mode, from hostprep's NFD labels
+// feature.node.kubernetes.io/hostprep.gpus.<mode>=N beside hostprep.desired-mode=mixed.
+struct GpuSplit {
+  std::array<int64_t, 3> gpus{};  // indexed by Mode
+
+  int64_t of(Mode m) const { return gpus[static_cast<size_t>(m)]; }
+  // "container=2, vm-passthrough=2": the modes with GPUs, in Mode order.
+  std::string describe() const;
+};
+
 struct NodeResult {
   std::string name;
   std::string source;  // the document it came from
@@ -55,6 +67,7 @@ struct NodeResult {
   std::optional<std::string> label;  // the workload label's value
   std::optional<int> gpus;           // GPU count, from nvidia.com/gpu.count or --status
   Scheduling scheduling = Scheduling::kSchedulable;
+  std::optional<GpuSplit> split;         // a valid declared split; nullopt: one mode
   std::vector<ResourceCount> resources;  // nvidia.com/* from capacity and allocatable
   std::vector<Finding> findings;
 

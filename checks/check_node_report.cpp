@@ -35,6 +35,16 @@ std::array<int, 3> countStates(const CheckNodeReport& r) {
   return c;
 }
 
+// The declared split, modes with GPUs only; null on a one-mode node.
+json splitJson(const NodeResult& n) {
+  if (!n.split) return nullptr;
+  json j = json::object();
+  for (Mode m : {Mode::kContainer, Mode::kVmPassthrough, Mode::kVmVgpu}) {
+    if (n.split->of(m) > 0) j[std::string(toString(m))] = n.split->of(m);
+  }
+  return j;
+}
+
 }  // namespace
 
 json reportJson(const CheckNodeReport& r) {
@@ -65,6 +75,7 @@ json reportJson(const CheckNodeReport& r) {
          {"mode_source", n.hasGpus ? json(std::string(toString(n.modeSource))) : json(nullptr)},
          {"label", n.label ? json(*n.label) : json(nullptr)},
          {"gpus", n.gpus ? json(*n.gpus) : json(nullptr)},
+         {"split", splitJson(n)},
          {"resources", std::move(res)},
          {"state", std::string(toString(n.state()))}});
     for (const auto& f : n.findings) findings.push_back(findingJson(f));
@@ -113,6 +124,7 @@ std::string reportText(const CheckNodeReport& r) {
       s << toString(n.mode);
       s << kModeSourceWords[static_cast<size_t>(n.modeSource)];
       if (n.gpus) s << ", " << plural(*n.gpus, "GPU", "GPUs");
+      if (n.split) s << ", split " << n.split->describe();
       int e = n.count(Severity::kError), w = n.count(Severity::kWarning);
       if (e == 0 && w == 0) {
         s << ": ok\n";

@@ -20,6 +20,14 @@ inline constexpr std::string_view kMigConfigLabel = "nvidia.com/mig.config";
 inline constexpr std::string_view kMigStateLabel = "nvidia.com/mig.config.state";
 inline constexpr std::string_view kCcModeLabel = "nvidia.com/cc.mode";
 inline constexpr std::string_view kCcStateLabel = "nvidia.com/cc.mode.state";
+// hostprep's NFD features as NFD publishes them on the Node (its local source prefixes
+// un-namespaced names with feature.node.kubernetes.io/; kubernetes-sigs/node-feature-discovery,
+// docs/usage/customization-guide.md, "Feature files").
+inline constexpr std::string_view kDesiredModeLabel =
+    "feature.node.kubernetes.io/hostprep.desired-mode";
+inline constexpr std::string_view kSplitLabelPrefix = "feature.node.kubernetes.io/hostprep.gpus.";
+// The desired-mode value of a node whose GPUs are split between modes.
+inline constexpr std::string_view kMixedMode = "mixed";
 // A deploy label's value while a manager has paused the operand: "paused-for-driver-upgrade".
 inline constexpr std::string_view kPausedPrefix = "paused-for-";
 
@@ -35,10 +43,14 @@ NodeFacts readNodeFacts(const nlohmann::json& node, const Statuses& statuses,
 
 // 1. The node's effective mode (n.mode, n.modeSource, n.label) from its label and the policy.
 void decideMode(NodeResult& n, const NodeFacts& f, const Policy& policy);
+// 1b. The split a mixed node declares (n.split), or split-invalid when the labels cannot be one.
+void readSplit(NodeResult& n, const NodeFacts& f);
 // 2. nvidia.com/gpu.deploy.* against the table of operands of the node's mode.
 void checkDeployLabels(NodeResult& n, const NodeFacts& f);
 // 3. Resource kinds, zero allocatable, capacity against allocatable, the GPU count.
 void checkResources(NodeResult& n, const NodeFacts& f, const Policy& policy);
+// 3b. A split node's resources against its declared split, instead of checkResources.
+void checkSplit(NodeResult& n, const NodeFacts& f);
 // 5. The host's status document against the node object.
 void checkStatus(NodeResult& n, const StatusView& st);
 

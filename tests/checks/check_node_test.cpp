@@ -48,6 +48,15 @@ TEST_CASE("every finding id the checker emits is listed in the JSON schema", "[c
   in.nodes.push_back(load("broken/vgpu-a10-4q-four.yaml").front());
   in.nodes.push_back(load("broken/passthrough-with-gpu.json").front());
   in.nodes.push_back(load("lifecycle/nodes.yaml").front());
+  auto mixed = load("mixed/nodes.yaml");
+  auto& split = mixed.front().body["items"];
+  split[0]["status"]["allocatable"]["nvidia.com/gpu"] = "1";  // split-count-mismatch
+  split[1]["status"]["allocatable"]["nvidia.com/gpu"] = "1";  // split-undeclared-kind
+  split[1]["metadata"]["name"] = "gpu-mv2";
+  split.push_back(split[1]);
+  split[2]["metadata"]["name"] = "gpu-mv3";
+  split[2]["metadata"]["labels"]["feature.node.kubernetes.io/hostprep.gpus.container"] = "1";
+  in.nodes.push_back(mixed.front());
   in.resourceSlices = load("dra/resourceslices-broken-v1beta1.yaml");
   auto vmi = load("broken/vmi-a10.yaml");
   vmi.front().body["spec"]["domain"]["devices"]["gpus"][0]["deviceName"] =
@@ -57,6 +66,10 @@ TEST_CASE("every finding id the checker emits is listed in the JSON schema", "[c
   std::set<std::string> seen;
   for (const auto& x : all(r)) seen.insert(x.id);
   CHECK(seen.size() >= 14);
+  for (const char* id : {"split-count-mismatch", "split-undeclared-kind", "split-invalid"}) {
+    INFO(id);
+    CHECK(seen.count(id) == 1);
+  }
   for (const auto& id : seen) {
     INFO(id);
     CHECK(std::find(known.begin(), known.end(), id) != known.end());

@@ -16,7 +16,10 @@ DaemonSet -> V1DaemonSet, v1 Namespace -> V1Namespace, ...) and walked field by 
 and a few rules the API server enforces beyond the schema (apps/v1 validation): the selector
 matches the template's labels, every volumeMount names a volume of the pod, names are DNS
 labels, hostPath paths are absolute, container names are unique, and the kustomization's own
-keys, resources, namespace and images entries.
+keys, resources, namespace and images entries. One rule the kubelet enforces at the pod's start:
+a configMap volume (not optional) names a ConfigMap of the kustomization that has every key its
+items project (else the pod stays in ContainerCreating: "configmap not found", "configmap
+references non-existent config key").
 Exit 0 valid, 1 invalid (every problem printed as FILE: PATH: problem), 2 usage.
 """
 import difflib
@@ -53,6 +56,8 @@ def model_class(api_version, kind):
 class Checker:
     def __init__(self):
         self.errors = []
+        self.configmaps = {}   # name -> the keys of its data and binaryData
+        self.cm_refs = []      # (where, path, configMap volume source)
 
     def err(self, where, path, msg):
         self.errors.append(f"{where}: {path or '.'}: {msg}")
@@ -145,6 +150,9 @@ class Checker:
                     self.err(where, f".spec.template.spec.containers[{i}].volumeMounts[{j}]",
                              "mountPath is not absolute")
         for i, v in enumerate(pod.get("volumes") or []):
+            cm = v.get("configMap")
+            if isinstance(cm, dict) and not cm.get("optional"):
+                self.cm_refs.append((where, f".spec.template.spec.volumes[{i}].configMap", cm))
             hp = v.get("hostPath")
             if hp is not None and not str(hp.get("path", "")).startswith("/"):
                 self.err(where, f".spec.template.spec.volumes[{i}].hostPath.path", "not absolute")
@@ -174,6 +182,20 @@ class Checker:
             self.err(where, ".metadata.namespace", f"{ns!r}, the kustomization says {namespace!r}")
         if obj["kind"] == "DaemonSet":
             self.daemonset_rules(where, obj)
+        if obj["kind"] == "ConfigMap":
+            self.configmaps[name] = set(obj.get("data") or {}) | set(obj.get("binaryData") or {})
+
+    def configmap_rules(self):
+        for where, path, cm in self.cm_refs:
+            keys = self.configmaps.get(cm.get("name"))
+            if keys is None:
+                self.err(where, f"{path}.name",
+                         f"no ConfigMap {cm.get('name')!r} in the kustomization")
+                continue
+            for j, item in enumerate(cm.get("items") or []):
+                if item.get("key") not in keys:
+                    self.err(where, f"{path}.items[{j}].key",
+                             f"{item.get('key')!r} is not a key of ConfigMap {cm.get('name')!r}")
 
 
 def main(argv):
@@ -205,6 +227,7 @@ def main(argv):
                     continue
                 c.check_object(f"{res}#{n}", obj, namespace)
                 kinds.append(f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}")
+    c.configmap_rules()
     listed = {os.path.basename(r) for r in k.get("resources") or []}
     for f in sorted(os.listdir(d)):
         if f.endswith(".yaml") and f != "kustomization.yaml" and f not in listed:

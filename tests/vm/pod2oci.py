@@ -27,9 +27,14 @@ Translated:
   (noNewPrivileges), runAsUser/runAsGroup;
 - hostNetwork (no network namespace, and the host's UTS namespace, as the CRI does), hostPID (no
   PID namespace), hostIPC (no IPC namespace);
-- volumes: hostPath only (rbind, rprivate; readOnly: ro; mountPropagation HostToContainer: rslave,
+- volumes: hostPath (rbind, rprivate; readOnly: ro; mountPropagation HostToContainer: rslave,
   Bidirectional: rshared); type DirectoryOrCreate / FileOrCreate are listed in pod.json for the
-  runner to create, Directory / File must exist at the start;
+  runner to create, Directory / File must exist at the start; configMap, from a ConfigMap in the
+  manifest's own documents: its data keys (or its items, key -> path) written as files with
+  defaultMode (or the item's mode) into BUNDLE_DIR/configmaps/VOLUME, bind-mounted read-only (the
+  kubelet always mounts configMap volumes read-only) from that path relative to the bundle (OCI
+  runtime spec config.md: bind sources are absolute or relative to the bundle); a ConfigMap that
+  is not there, a missing key, binaryData or a volume that is optional are not translated;
 - resources: limits.memory (memory limit), requests.cpu (CPU shares, milli-CPUs * 1024 / 1000),
   limits.cpu (CFS quota over a 100 ms period);
 - terminationGracePeriodSeconds: pod.json and the annotation io.kubernetes.pod.terminationGracePeriod.
@@ -118,6 +123,31 @@ def kustomize_image(image, kustomization):
         new_tag = e.get("newTag", tag)
         return f"{new_name}:{new_tag}" if new_tag else new_name
     return image
+
+
+def project_configmap(src, configmaps, out):
+    """A configMap volume's files, as the kubelet writes them (pkg/volume/configmap)."""
+    if set(src) - {"name", "items", "defaultMode"}:
+        raise Unsupported(f"configMap volume fields {sorted(set(src) - {'name', 'items', 'defaultMode'})}")
+    cm = configmaps.get(src["name"])
+    if cm is None:
+        raise Unsupported(f"configMap {src['name']}: not a document of the manifest")
+    if cm.get("binaryData"):
+        raise Unsupported(f"configMap {src['name']}: binaryData")
+    data = cm.get("data") or {}
+    items = src.get("items") or [{"key": k, "path": k} for k in sorted(data)]
+    os.makedirs(out, exist_ok=True)
+    for item in items:
+        if item["key"] not in data:
+            raise Unsupported(f"configMap {src['name']}: no key {item['key']!r}")
+        path = os.path.normpath(item["path"])
+        if path.startswith("..") or os.path.isabs(path):
+            raise Unsupported(f"configMap {src['name']}: item path {item['path']!r}")
+        dest = os.path.join(out, path)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with open(dest, "w") as f:
+            f.write(data[item["key"]])
+        os.chmod(dest, item.get("mode", src.get("defaultMode", 0o644)))
 
 
 def main():
@@ -243,15 +273,24 @@ def main():
         {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
          "options": ["nosuid", "noexec", "nodev", "relatime"] + ro},
     ]
-    # hostPath volumes, mounted where the container's volumeMounts say, in their order.
+    # Volumes, mounted where the container's volumeMounts say, in their order.
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    configmaps = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "ConfigMap"}
     create = []
     for vm in c.get("volumeMounts", []):
         v = volumes.get(vm["name"])
         if v is None:
             raise Unsupported(f"volumeMount {vm['name']}: no such volume")
+        if "subPath" in vm:
+            raise Unsupported("volumeMount subPath")
+        if set(v) == {"name", "configMap"}:
+            rel = os.path.join("configmaps", v["name"])
+            project_configmap(v["configMap"], configmaps, os.path.join(a.out, rel))
+            mounts.append({"destination": vm["mountPath"], "type": "bind", "source": rel,
+                           "options": ["rbind", "rprivate", "ro"]})
+            continue
         if set(v) != {"name", "hostPath"}:
-            raise Unsupported(f"volume {v['name']}: only hostPath volumes")
+            raise Unsupported(f"volume {v['name']}: only hostPath and configMap volumes")
         hp = v["hostPath"]
         kind = hp.get("type", "")
         if kind in ("DirectoryOrCreate", "FileOrCreate"):
@@ -266,8 +305,6 @@ def main():
             opts = ["rbind", "rshared"]
         if vm.get("readOnly"):
             opts.append("ro")
-        if "subPath" in vm:
-            raise Unsupported("volumeMount subPath")
         mounts.append({"destination": vm["mountPath"], "type": "bind", "source": hp["path"],
                        "options": opts})
 
@@ -326,7 +363,8 @@ def main():
                                             if x["type"] == "DirectoryOrCreate")) + "\n")
         f.write("CREATE_FILES=" + q(" ".join(x["path"] for x in create
                                              if x["type"] == "FileOrCreate")) + "\n")
-        f.write("HOST_PATHS=" + q(" ".join(m["source"] for m in mounts if m["type"] == "bind"))
+        f.write("HOST_PATHS=" + q(" ".join(m["source"] for m in mounts
+                                           if m["type"] == "bind" and m["source"].startswith("/")))
                 + "\n")
     print(f"pod2oci: {a.manifest} -> {a.out}/config.json ({image}, "
           f"{'privileged' if privileged else 'unprivileged'}, {len(mounts)} mounts)")

@@ -682,6 +682,73 @@ hp_t_force_holder() {
     [ -z "$why" ] || die "$why"
 }
 
+# A split from the config's devices rules (agent --once, no --mode): the default container, one
+# GPU by bdf and one by index (position in BDF order among the selected GPUs) vm-passthrough.
+mixed_config() { # BDF INDEX
+    cat > $T/mixed.yaml <<EOF_CONFIG
+mode: container
+selection:
+  gpu-ids: ["1234:11e8"]
+  devices: ["$EDU_A", "$EDU_B", "$EDU_C", "$EDU_E"]
+host-driver: standin
+holder-nodes: /dev/standin*
+status:
+  path: $T/mixed-status.json
+  nfd-features: $T/mixed-nfd
+devices:
+  - match: {bdf: "$1"}
+    mode: vm-passthrough
+  - match: {index: $2}
+    mode: vm-passthrough
+EOF_CONFIG
+    chmod 0644 $T/mixed.yaml
+}
+# The status file of a converged 2 + 2 split: desired and actual mode mixed, the split, and both
+# resource sets advertised (two GPUs on the host driver, two vfio groups under one resource name).
+expect_split_status() {
+    local s adv
+    s=$(tr -d ' \n' < $T/mixed-status.json)
+    for want in '"desiredMode":"mixed"' '"actualMode":"mixed"' '"converged":true' \
+            '"desiredSplit":{"container":2,"vm-passthrough":2}'; do
+        case $s in *"$want"*) ;; *) die "status: no $want in $(echo "$s" | head -c 400)" ;; esac
+    done
+    adv=$(echo "$s" | grep -o '"advertised":{[^}]*}')
+    case $adv in *'"nvidia.com/gpu":2'*) ;; *) die "status: $adv has not nvidia.com/gpu: 2" ;; esac
+    [ "$(echo "$adv" | grep -o '"nvidia.com/[^"]*":[0-9]*' | grep -vc '"nvidia.com/gpu"')" = 1 ] \
+        && [ "$(echo "$adv" | grep -o '"nvidia.com/[^"]*":2' | wc -l)" = 2 ] \
+        || die "status: $adv is not nvidia.com/gpu: 2 and one passthrough resource: 2"
+    grep -qx 'hostprep.desired-mode=mixed' $T/mixed-nfd && grep -qx 'hostprep.gpus.container=2' $T/mixed-nfd \
+        && grep -qx 'hostprep.gpus.vm-passthrough=2' $T/mixed-nfd \
+        || die "NFD features: $(tr '\n' ' ' < $T/mixed-nfd)"
+}
+hp_t_mixed_split() {
+    modprobe vfio_iommu_type1
+    mixed_config $EDU_A 2                       # index 2 in BDF order (A B C E): C
+    hp_expect 0 agent --once --config $T/mixed.yaml
+    expect_vfio_group $EDU_A; expect_vfio_group $EDU_C; expect_drv $HDA_C vfio-pci "C's audio"
+    expect_drv $EDU_B standin; expect_drv $EDU_E standin; expect_drv $OHCI_E "" "E's USB"
+    expect_drv $EDU_D standin "unselected D"
+    expect_split_status
+    note "$(tr -d ' \n' < $T/mixed-status.json | grep -o '"advertised":{[^}]*}'), first run $HP_MS ms"
+    # Reversed in one run: A and C back to standin (and C's audio to snd_hda_intel) while B and E
+    # (with E's USB companion) go to vfio-pci.
+    mixed_config $EDU_B 3                       # index 3: E
+    hp_expect 0 agent --once --config $T/mixed.yaml
+    expect_drv $EDU_A standin; expect_drv $EDU_C standin
+    wait_drv $HDA_C snd_hda_intel 30 || die "$HDA_C not back on snd_hda_intel: '$(drv $HDA_C)'"
+    expect_vfio_group $EDU_B; expect_vfio_group $EDU_E; expect_drv $OHCI_E vfio-pci "E's USB"
+    expect_drv $EDU_D standin "unselected D"
+    expect_split_status
+    expect_no_journal
+    note "reversed in one run: $HP_MS ms"
+    pci_state > $T/s1
+    hp_expect 0 agent --once --config $T/mixed.yaml
+    ! grep -q 'step=move' $T/hp.out || die "a third run moved devices: $(grep 'step=move' $T/hp.out | tr '\n' ' ')"
+    state_diff $T/s1 > $T/sd.out || die "a third run changed: $(tr '\n' ';' < $T/sd.out)"
+    hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_B,$EDU_E
+    expect_boot_state
+}
+
 # --- booted with intel_iommu=off (guest/noiommu.sh) --------------------------------------------
 hp_t_noiommu_preflight() {
     [ -z "$(ls /sys/kernel/iommu_groups)" ] || die "IOMMU groups exist although intel_iommu=off"

@@ -7,6 +7,7 @@ run_test hostprep.passthrough_round_trip hp_t_round_trip 90
 run_test hostprep.idempotent hp_t_idempotent 90
 run_test hostprep.status_reports_mode hp_t_status 90
 run_test hostprep.shared_group_moves_sibling hp_t_shared_group 90
+run_test hostprep.mixed_split_both_ways hp_t_mixed_split 90
 run_test hostprep.bridge_group_skips_bridge hp_t_bridge_group 90
 run_test hostprep.foreign_device_refused hp_t_foreign_refused
 run_test hostprep.in_use_refused hp_t_in_use 60
