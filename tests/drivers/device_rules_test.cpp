@@ -61,7 +61,7 @@ std::map<std::string, std::string> named(const DeviceModes& m) {
 
 }  // namespace
 
-TEST_CASE("rules give GPUs their modes; companions follow their GPU", "[rules]") {
+TEST_CASE("rules give GPUs their modes, and companions follow their GPU", "[rules]") {
   Topo h("two-a10");
   auto r = resolveModes(h.snap, h.sel, Mode::kContainer,
                         {rule({bdf("0000:86:00.0"), {}, {}, {}}, Mode::kVmPassthrough)});
@@ -79,7 +79,7 @@ TEST_CASE("rules give GPUs their modes; companions follow their GPU", "[rules]")
   CHECK(singleMode(modeSplit(h.sel, all.modes)) == Mode::kVmVgpu);
 }
 
-TEST_CASE("the first matching rule wins; index, numa and model match", "[rules]") {
+TEST_CASE("the first matching rule wins, and index, numa and model match", "[rules]") {
   Topo h("two-a10");  // 3b:00.0 on NUMA node 0, 86:00.0 on node 1, both 10de:2236
   auto r = resolveModes(h.snap, h.sel, Mode::kContainer,
                         {rule({{}, {}, 1, {}}, Mode::kVmVgpu),
@@ -112,7 +112,7 @@ TEST_CASE("a rule that matches nothing is a warning, not an error", "[rules]") {
   CHECK(modeSplit(h.sel, r.modes) == std::map<Mode, int>{{Mode::kVmPassthrough, 2}});
 }
 
-TEST_CASE("container with vm-vgpu is refused with the reason; the other mixes are allowed",
+TEST_CASE("container with vm-vgpu is refused with the reason, and the other mixes are allowed",
           "[rules]") {
   auto bad = checkModeMix({{Mode::kContainer, 2}, {Mode::kVmVgpu, 1}});
   REQUIRE_FALSE(bad);
@@ -141,7 +141,7 @@ TEST_CASE("two GPUs of one IOMMU group in different modes are refused, naming bo
   CHECK(checkGroupModes(h.snap, h.sel, resolveModes(h.snap, h.sel, Mode::kContainer, {}).modes));
 }
 
-TEST_CASE("--devices naming one GPU of a shared group records the other as not selected",
+TEST_CASE("a --devices list naming one GPU of a shared group records the other as not selected",
           "[rules][selection]") {
   Topo h(shared(), {{bdf("0000:3b:00.0")}, {}, "nvidia", false});
   REQUIRE(h.sel.unselectedGpus.size() == 1);
