@@ -20,15 +20,22 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// The driver and override of a device as the kernel shows them now. A device that is gone is an
+// The driver and override of a device as the kernel shows them now: its `driver` link and its
+// driver_override, the two attributes a step changes (not the whole function, which is a dozen
+// reads more and ran after every override write and every probe). A device that is gone is an
 // error, not a device without a driver: it must not verify as having left vfio.
 Result<DeviceState> readState(const Host& host, const Bdf& bdf) {
-  auto f = readPciFunction(host, bdf);
-  if (!f) {
-    return sysError("the device is gone from /" + pciDevicePath(bdf), ENODEV,
+  const std::string dev = pciDevicePath(bdf);
+  if (!host.exists(dev)) {
+    return sysError("the device is gone from /" + dev, ENODEV,
                     "it was removed or fell off the bus; see dmesg");
   }
-  return DeviceState{f->driver, f->driverOverride};
+  DeviceState s;
+  s.driver = readLinkName(host, hostPath(dev, "driver"));
+  if (auto o = host.read(hostPath(dev, "driver_override"), 4096)) {
+    s.driverOverride = parseDriverOverride(*o);
+  }
+  return s;
 }
 
 // sriov-manage's get_nvidia_unbind_lock: write 1, read it back; 0 means a client holds the GPU.

@@ -3,8 +3,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -14,6 +16,7 @@
 #include <array>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "drivers/c_handle.hpp"
@@ -47,26 +50,151 @@ Status writeAll(int fd, std::string_view data) {
   return {};
 }
 
-// Children a timed operation gave up on (reapStrayChildren).
-std::mutex gStrayMutex;
-std::vector<pid_t> gStrays;
+// A timed read or write runs in a child process, so that one the kernel does not answer (an
+// unbind waiting for a driver's remove(), a driver_override read waiting for the device lock)
+// cannot hang hostprep: the child is left in the kernel and hostprep goes on. The child shares
+// hostprep's memory (clone(2) with CLONE_VM, as posix_spawn(3) starts its children) instead of
+// being a fork(2): no page tables to copy and no copy-on-write faults afterwards, so a timed write
+// costs about as much as starting a thread. The child lives on a mapping of its own (its stack,
+// the request and the answer), unmapped only once the child has been reaped, and makes raw system
+// calls only: the C library's wrappers set errno, which in a CLONE_VM child is the parent
+// thread's. Elsewhere than x86-64 and arm64 the child is a fork(2) as before; the mapping is
+// MAP_SHARED, so the answer comes back the same way.
+#if defined(__x86_64__) || defined(__aarch64__)
+constexpr bool kCloneVm = true;
+#else
+constexpr bool kCloneVm = false;
+#endif
 
-// Waits at most until `deadline` for child `pid`: 0 or the errno it exited with; ETIMEDOUT when
+// The system call `n`: its result, or -errno; never touches errno.
+[[gnu::always_inline]] inline long sys(long n, long a = 0, long b = 0, long c = 0, long d = 0) {
+#if defined(__x86_64__)
+  long ret;
+  register long r10 __asm__("r10") = d;
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
+                   : "rcx", "r11", "memory");
+  return ret;
+#elif defined(__aarch64__)
+  register long x8 __asm__("x8") = n;
+  register long x0 __asm__("x0") = a;
+  register long x1 __asm__("x1") = b;
+  register long x2 __asm__("x2") = c;
+  register long x3 __asm__("x3") = d;
+  __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory", "cc");
+  return x0;
+#else
+  long r = ::syscall(n, a, b, c, d);  // a forked child: its errno is its own
+  return r < 0 ? -errno : r;
+#endif
+}
+
+constexpr size_t kTimedReadCap = 4096;
+enum class ChildOp { kWrite, kRead };
+// What a child is asked to do and what it answers, above the child's stack in its mapping; the
+// data (what to write, or what was read) follows it.
+struct ChildJob {
+  ChildOp op = ChildOp::kWrite;
+  size_t size = 0;                // bytes of data
+  std::array<char, 4096> path{};  // NUL-terminated (PATH_MAX, with its NUL)
+  char* data() { return reinterpret_cast<char*>(this + 1); }
+};
+constexpr size_t kChildStack = 64 * 1024;
+
+// The child: one open and one write or read; its exit status is the errno (0: done).
+[[gnu::no_sanitize("address", "undefined"), gnu::noinline]] int childMain(void* arg) {
+  auto* job = static_cast<ChildJob*>(arg);
+  if (job->path.back() != '\0') return ENAMETOOLONG;  // what open(2) says to a path this long
+  const bool write = job->op == ChildOp::kWrite;
+  const long flags =
+      write ? (O_WRONLY | O_CLOEXEC) : (O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  long fd = sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(job->path.data()), flags);
+  if (fd < 0) return static_cast<int>(-fd) & 0xff;
+  if (write) {
+    // sysfs takes one write per attribute: a short write is an error, not a reason to loop.
+    long n = sys(SYS_write, fd, reinterpret_cast<long>(job->data()), static_cast<long>(job->size));
+    if (n < 0) return static_cast<int>(-n) & 0xff;
+    return static_cast<size_t>(n) == job->size ? 0 : EIO;
+  }
+  long n =
+      sys(SYS_read, fd, reinterpret_cast<long>(job->data()), static_cast<long>(kTimedReadCap + 1));
+  if (n < 0) return static_cast<int>(-n) & 0xff;
+  if (static_cast<size_t>(n) > kTimedReadCap) return EFBIG;
+  job->size = static_cast<size_t>(n);
+  return 0;
+}
+
+// A child and its mapping (stack, job, data).
+struct Child {
+  pid_t pid = -1;
+  void* mapping = nullptr;
+  size_t length = 0;
+  ChildJob* job = nullptr;
+};
+
+// Children a timed operation gave up on (reapStrayChildren), with their mappings.
+std::mutex gStrayMutex;
+std::vector<Child> gStrays;
+
+void unmap(const Child& c) {
+  if (c.mapping) ::munmap(c.mapping, c.length);
+}
+
+// A mapping with the job in it, ready for startChild.
+Result<Child> newChild(ChildOp op, const std::string& path, std::string_view data) {
+  const size_t length = kChildStack + sizeof(ChildJob) + std::max(data.size(), kTimedReadCap + 1);
+  void* m = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_STACK,
+                   -1, 0);
+  if (m == MAP_FAILED) return sysError("mmap", errno);
+  Child c{-1, m, length, new (static_cast<char*>(m) + kChildStack) ChildJob};
+  c.job->op = op;
+  std::copy_n(path.begin(), std::min(path.size(), c.job->path.size()), c.job->path.begin());
+  std::copy(data.begin(), data.end(), c.job->data());
+  c.job->size = data.size();
+  return c;
+}
+
+// Starts the child with every signal blocked (it must not run hostprep's handlers on its stack;
+// SIGKILL still ends it, as it would a forked child).
+Status startChild(Child& c) {
+  sigset_t all, old;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid_t pid = -1;
+  if constexpr (kCloneVm) {
+    pid =
+        ::clone(childMain, static_cast<char*>(c.mapping) + kChildStack, CLONE_VM | SIGCHLD, c.job);
+  } else {
+    pid = ::fork();
+    if (pid == 0) ::_exit(childMain(c.job));
+  }
+  const int e = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) {
+    unmap(c);
+    return sysError(kCloneVm ? "clone" : "fork", e);
+  }
+  c.pid = pid;
+  return {};
+}
+
+// Waits at most until `deadline` for child `c`: 0 or the errno it exited with; ETIMEDOUT when
 // it is still running (it is then left to finish on its own: it may be in uninterruptible sleep
-// in the kernel, where no signal reaches it, and is reaped by reapStrayChildren); EIO when it
-// died.
-int waitChild(pid_t pid, std::chrono::steady_clock::time_point deadline) {
-  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+// in the kernel, where no signal reaches it, and is reaped, its mapping unmapped, by
+// reapStrayChildren); EIO when it died.
+int waitChild(const Child& c, std::chrono::steady_clock::time_point deadline) {
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, c.pid, 0));
   FdCloser closer{pidfd};
   for (;;) {
     int status = 0;
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : EIO;
+    pid_t r = ::waitpid(c.pid, &status, WNOHANG);
+    if (r == c.pid) return WIFEXITED(status) ? WEXITSTATUS(status) : EIO;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       std::lock_guard<std::mutex> g(gStrayMutex);
-      gStrays.push_back(pid);
+      gStrays.push_back(c);
       return ETIMEDOUT;
     }
     if (pidfd >= 0) {
@@ -78,67 +206,43 @@ int waitChild(pid_t pid, std::chrono::steady_clock::time_point deadline) {
   }
 }
 
+// Runs one job in a child and waits at most `timeout` for it: the child's errno (ETIMEDOUT: it
+// has not answered), or why no child could start. On 0, `answer` (when given) receives what a
+// read returned.
+Result<int> runChild(ChildOp op, const std::string& path, std::string_view data,
+                     std::chrono::milliseconds timeout, std::string* answer = nullptr) {
+  (void)reapStrayChildren();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto c = newChild(op, path, data);
+  if (!c) return c.error();
+  if (auto s = startChild(*c); !s) return s.error();
+  int e = waitChild(*c, deadline);
+  if (e == ETIMEDOUT) return e;  // the mapping went with the child to gStrays
+  if (e == 0 && answer) answer->assign(c->job->data(), c->job->size);
+  unmap(*c);
+  return e;
+}
+
 std::string seconds(std::chrono::milliseconds t) {
   return std::to_string(static_cast<double>(t.count()) / 1000.0) + " s";
 }
 
-// Runs one write in a child process and waits at most `timeout` for it. The child does only
-// async-signal-safe work (open, write, _exit), so forking from a threaded process is fine.
 Status timedWrite(const std::string& path, std::string_view data,
                   std::chrono::milliseconds timeout) {
-  (void)reapStrayChildren();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  pid_t pid = ::fork();
-  if (pid < 0) return sysError("fork", errno);
-  if (pid == 0) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) ::_exit(errno & 0xff);
-    ssize_t n = ::write(fd, data.data(), data.size());
-    int e = n < 0 ? errno : (static_cast<size_t>(n) == data.size() ? 0 : EIO);
-    ::_exit(e & 0xff);
-  }
-  int e = waitChild(pid, deadline);
-  if (e == ETIMEDOUT) return sysError("write did not return in " + seconds(timeout), ETIMEDOUT);
-  if (e != 0) return sysError("write", e);
+  auto e = runChild(ChildOp::kWrite, path, data, timeout);
+  if (!e) return e.error();
+  if (*e == ETIMEDOUT) return sysError("write did not return in " + seconds(timeout), ETIMEDOUT);
+  if (*e != 0) return sysError("write", *e);
   return {};
 }
 
-// The same for a read of at most kTimedReadCap bytes: the child reads into a pipe (which holds
-// more than that, so it never waits on us) and exits; the parent reads the pipe once it has.
-constexpr size_t kTimedReadCap = 4096;
+// The same for a read of at most kTimedReadCap bytes.
 Result<std::string> timedRead(const std::string& path, std::chrono::milliseconds timeout) {
-  (void)reapStrayChildren();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return sysError("pipe", errno);
-  FdCloser rd{fds[0]};
-  std::array<char, kTimedReadCap + 1> buf{};
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int e = errno;
-    ::close(fds[1]);
-    return sysError("fork", e);
-  }
-  if (pid == 0) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0) ::_exit(errno & 0xff);
-    ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n < 0) ::_exit(errno & 0xff);
-    if (static_cast<size_t>(n) > kTimedReadCap) ::_exit(EFBIG);
-    if (n > 0 && ::write(fds[1], buf.data(), static_cast<size_t>(n)) != n) ::_exit(EIO);
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  int e = waitChild(pid, deadline);
-  if (e == ETIMEDOUT) return sysError("read did not return in " + seconds(timeout), ETIMEDOUT);
-  if (e != 0) return sysError("read", e);
   std::string out;
-  for (;;) {
-    ssize_t n = ::read(fds[0], buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf.data(), static_cast<size_t>(n));
-  }
+  auto e = runChild(ChildOp::kRead, path, {}, timeout, &out);
+  if (!e) return e.error();
+  if (*e == ETIMEDOUT) return sysError("read did not return in " + seconds(timeout), ETIMEDOUT);
+  if (*e != 0) return sysError("read", *e);
   return out;
 }
 
@@ -146,10 +250,12 @@ Result<std::string> timedRead(const std::string& path, std::chrono::milliseconds
 
 size_t reapStrayChildren() {
   std::lock_guard<std::mutex> g(gStrayMutex);
-  std::erase_if(gStrays, [](pid_t pid) {
+  std::erase_if(gStrays, [](const Child& c) {
     int status = 0;
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
-    return r == pid || (r < 0 && errno == ECHILD);
+    pid_t r = ::waitpid(c.pid, &status, WNOHANG);
+    if (r != c.pid && !(r < 0 && errno == ECHILD)) return false;
+    unmap(c);
+    return true;
   });
   return gStrays.size();
 }

@@ -2,16 +2,21 @@
 #include "drivers/host.hpp"
 
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cerrno>
+#include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "tests/support/fixture.hpp"
 
@@ -106,6 +111,146 @@ TEST_CASE("a timed write the kernel answers late is reaped, not left a zombie", 
   // No zombie left among our children.
   int status = 0;
   CHECK(::waitpid(-1, &status, WNOHANG) <= 0);
+}
+
+namespace {
+
+// The children of the calling thread (proc(5): /proc/PID/task/TID/children).
+std::vector<pid_t> myChildren() {
+  std::ifstream f("/proc/self/task/" + std::to_string(::gettid()) + "/children");
+  std::vector<pid_t> out;
+  for (pid_t p = 0; f >> p;) out.push_back(p);
+  return out;
+}
+
+// Waits until every stray child has been reaped (at most 5 s); false when one is left.
+bool reapAllStrays(size_t before) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (reapStrayChildren() != before && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return reapStrayChildren() == before;
+}
+
+}  // namespace
+
+TEST_CASE("a timed write's child shares hostprep's memory and runs with every signal blocked",
+          "[host]") {
+  // A fork would copy the address space for every write; the child is a clone(CLONE_VM) instead.
+  Fixture fx;
+  const auto fifo = fx.path("stuck");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  RootHost host(fx.root());
+  const size_t before = reapStrayChildren();
+  const auto others = myChildren();
+  auto w = host.writeAttr("stuck", "1", std::chrono::milliseconds(100));
+  REQUIRE_FALSE(w);
+  CHECK(w.error().err == ETIMEDOUT);
+  std::vector<pid_t> fresh;
+  for (pid_t p : myChildren()) {
+    if (std::find(others.begin(), others.end(), p) == others.end()) fresh.push_back(p);
+  }
+  REQUIRE(fresh.size() == 1);
+  const pid_t child = fresh[0];
+  // kcmp(2) KCMP_VM: 0 when both processes use one address space.
+  long same = ::syscall(SYS_kcmp, ::getpid(), child, KCMP_VM, 0, 0);
+  if (same < 0 && errno == ENOSYS) {
+    WARN("kcmp(2) is not available (CONFIG_KCMP): the shared address space is not checked");
+  } else {
+    CHECK(same == 0);
+  }
+  std::ifstream st("/proc/" + std::to_string(child) + "/status");
+  std::string line, blocked;
+  while (std::getline(st, line)) {
+    if (line.rfind("SigBlk:", 0) == 0) blocked = line.substr(7);
+  }
+  const unsigned long long mask = std::stoull(blocked, nullptr, 16);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGUSR1}) {
+    INFO("signal " << sig << ", SigBlk " << blocked);
+    CHECK((mask >> (sig - 1) & 1) == 1);
+  }
+  int rd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(rd >= 0);
+  CHECK(reapAllStrays(before));
+  ::close(rd);
+}
+
+TEST_CASE("a timed write that fails after its timeout leaves the caller's errno alone", "[host]") {
+  // The child shares hostprep's memory, errno included: it must not set it, not even when its
+  // write fails long after hostprep stopped waiting. A FIFO that another process keeps full blocks
+  // the child's write; that process's exit, the last reader gone, fails it with EPIPE. (The
+  // reader lives in another process because the child inherits a copy of every descriptor open
+  // here, as a forked child would.)
+  Fixture fx;
+  const auto fifo = fx.path("full");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  int ready[2], go[2];
+  REQUIRE(::pipe(ready) == 0);
+  REQUIRE(::pipe(go) == 0);
+  pid_t reader = ::fork();
+  REQUIRE(reader >= 0);
+  if (reader == 0) {
+    int rd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+    int fill = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    char chunk[4096] = {};
+    while (rd >= 0 && fill >= 0 && ::write(fill, chunk, sizeof chunk) > 0) {
+    }
+    if (fill >= 0) ::close(fill);
+    char c = rd >= 0 ? 'y' : 'n';
+    (void)!::write(ready[1], &c, 1);
+    (void)!::read(go[0], &c, 1);
+    ::_exit(0);
+  }
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  REQUIRE(c == 'y');
+  RootHost host(fx.root());
+  const size_t before = reapStrayChildren();
+  auto w = host.writeAttr("full", "1", std::chrono::milliseconds(100));
+  REQUIRE_FALSE(w);
+  CHECK(w.error().err == ETIMEDOUT);
+  REQUIRE(reapStrayChildren() == before + 1);
+  errno = 4242;
+  c = 'x';
+  (void)!::write(go[1], &c, 1);
+  int status = 0;
+  while (::waitpid(reader, &status, 0) < 0 && errno == EINTR) {
+  }
+  const bool reaped = reapAllStrays(before);  // the child's write failed with EPIPE meanwhile
+  const int after = errno;
+  for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
+  CHECK(reaped);
+  CHECK(after == 4242);
+}
+
+TEST_CASE("timed writes from many threads at once each land whole", "[host]") {
+  // The executor's lanes write at the same time, each through a child of its own.
+  Fixture fx;
+  RootHost host(fx.root());
+  constexpr int kThreads = 8;
+  for (int t = 0; t < kThreads; ++t) fx.write("attr" + std::to_string(t), "");
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        // Longer than a page on some rounds: the child's buffer follows the data.
+        const std::string data(i % 5 == 0 ? 10000 : 1, static_cast<char>('a' + t));
+        if (!host.writeAttr("attr" + std::to_string(t), data, std::chrono::milliseconds(5000)))
+          ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(failures.load() == 0);
+  for (int t = 0; t < kThreads; ++t) {
+    auto r = host.read("attr" + std::to_string(t));
+    REQUIRE(r);
+    // sysfs-style writes at offset 0: the 10,000-byte ones whole, the 1-byte ones over them.
+    CHECK(*r == std::string(10000, static_cast<char>('a' + t)));
+  }
+  int status = 0;
+  CHECK(::waitpid(-1, &status, WNOHANG) <= 0);  // every child reaped
 }
 
 TEST_CASE("ownership reads owner and mode through links, ENOENT when absent", "[host]") {

@@ -3,6 +3,7 @@
 #
 #   tests/vm/run-vm.sh [--initrd FILE] [--suite NAME] [--append "ARGS"] [--iommu on|default|off]
 #                      [--no-iommu] [--timeout SECONDS] [--log FILE] [--no-check] [--disk IMAGE]
+#                      [--bench-gpus N]
 #
 # --suite       guest script /tests/NAME.sh to run (default: tests)
 # --append      extra kernel command-line arguments
@@ -14,6 +15,8 @@
 # --no-check    only boot and stream the console (for demos); exit status is QEMU's
 # --disk        a raw disk image as virtio-blk at 00:0a.0 (the systemd flavour's root file
 #               system); the rest of the topology is unchanged
+# --bench-gpus  N more stand-in GPUs (edu) at 00:0b.0, 00:0c.0, ..., each in its own group, for
+#               tests/bench/run's 8-GPU teardown only; the test suites' topology stays as it is
 # Fails (exit 1) on: timeout/hang, kernel panic or oops, no "N passed, N failed" line, any FAIL.
 # The topology is documented in tests/vm/README.md; keep the two in sync.
 set -euo pipefail
@@ -29,6 +32,7 @@ TIMEOUT=${HOSTPREP_VM_TIMEOUT:-240}
 LOG=
 CHECK=1
 DISK=()
+BENCH_GPUS=()
 while [ $# -gt 0 ]; do
     case $1 in
         --initrd) INITRD=$2; shift 2 ;;
@@ -48,6 +52,12 @@ while [ $# -gt 0 ]; do
         --no-check) CHECK=0; shift ;;
         --disk) DISK=(-drive "file=$2,if=none,id=hd0,format=raw,cache=unsafe"
                       -device virtio-blk-pci,drive=hd0,bus=pcie.0,addr=0a.0); shift 2 ;;
+        --bench-gpus)
+            [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -le 16 ] || { echo "run-vm: --bench-gpus 0..16" >&2; exit 2; }
+            for ((i = 0; i < $2; i++)); do
+                BENCH_GPUS+=(-device "edu,bus=pcie.0,addr=$(printf %02x $((0x0b + i))).0")
+            done
+            shift 2 ;;
         *) echo "run-vm: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -94,6 +104,7 @@ QEMU=(qemu-system-x86_64
     -device edu,bus=pb,addr=01.0
     -device pci-ohci,bus=pb,addr=02.0
     ${DISK[@]+"${DISK[@]}"}
+    ${BENCH_GPUS[@]+"${BENCH_GPUS[@]}"}
 )
 
 start=$(date +%s.%N)

@@ -5,7 +5,10 @@
 # (a switch that did not end where it should, a missed status update).
 # Needs /usr/local/bin/benchtool (tests/bench/vm/benchtool.c; tests/bench/run appends it to the
 # initramfs). Repetitions: hp.n=N (switch), hp.nslow=N (slow teardown), hp.nagent=N (rebinds);
-# hp.only=agent runs only the agent benchmark (tests/bench/run --agent-only).
+# hp.only=agent runs only the agent benchmark (tests/bench/run --agent-only), hp.only=switch only
+# the switch and slow-teardown rows (tests/bench/run --switch-only). Stand-in GPUs beyond the
+# test topology's (tests/vm/run-vm.sh --bench-gpus N: edu at 00:0b.0 up, each in its own group)
+# add the slow teardown of 8 GPUs: A, B, C, E and four of them.
 . /tests/lib.sh
 N=11; NSLOW=5; NAGENT=100; ONLY=
 for arg in $(cat /proc/cmdline); do
@@ -36,6 +39,19 @@ pci_state > $T/state.boot
 GPUS=$EDU_A,$EDU_B,$EDU_C,$EDU_E
 FUNCS="$EDU_A $EDU_B $EDU_C $HDA_C $EDU_E $OHCI_E"
 HPIDS="--gpu-ids 1234:11e8 --host-driver standin --devices $GPUS"
+# The bench-only stand-ins (00:0b.0 and up), when run-vm.sh added them.
+EXTRA=
+for d in $P/0000:00:*; do
+    b=${d##*/}
+    case $b in 0000:00:0[0-9a].*) continue ;; esac
+    [ "$(cat $d/vendor):$(cat $d/device)" = 0x1234:0x11e8 ] && EXTRA="$EXTRA $b"
+done
+set -- $EXTRA
+if [ $# -ge 4 ]; then
+    GPUS8="$GPUS,$1,$2,$3,$4"
+    FUNCS8="$FUNCS $1 $2 $3 $4"
+    HPIDS8="--gpu-ids 1234:11e8 --host-driver standin --devices $GPUS8"
+fi
 
 # The physical limit: exactly the writes hostprep's plan makes (override, unbind from the current
 # driver, drivers_probe; per function, in plan order), as bare writes from one process.
@@ -49,7 +65,7 @@ writes_to() { # DRIVER|"" -> $T/writes
         echo "/sys/bus/pci/drivers_probe $b" >> $T/writes
     done
 }
-on_vfio() { local b; for b in $FUNCS; do [ "$(drv $b)" = vfio-pci ] || return 1; done; }
+on_vfio() { local b; for b in ${1:-$FUNCS}; do [ "$(drv $b)" = vfio-pci ] || return 1; done; }
 timed() { # NAME CMD... : prints "BENCH NAME <ms>"; a non-zero exit is a failure
     local name=$1 r
     shift
@@ -88,6 +104,10 @@ ok
 
 echo "HPVM: bench slow teardown: $NSLOW repetitions, remove_delay_ms=1000"
 echo 1000 > /sys/module/standin/parameters/remove_delay_ms
+echo "HPVM: breakdown of a slow teardown, 4 GPUs (debug log)"
+hostprep --log-level debug prepare --mode vm-passthrough $HPIDS > $T/bd.out 2>&1 || bad "breakdown: slow: $(tail -n 2 $T/bd.out)"
+grep 'time:' $T/bd.out | sed 's/^debug: time: /HPVM:   /'
+hostprep prepare --mode container $HPIDS > $T/back.out 2>&1 || bad "slow: back: $(tail -n 3 $T/back.out)"
 i=0
 while [ $i -lt $NSLOW ]; do
     timed slow.hostprep hostprep prepare --mode vm-passthrough $HPIDS
@@ -99,9 +119,30 @@ while [ $i -lt $NSLOW ]; do
     state_diff $T/state.boot > $T/sd || bad "slow: not back at boot state: $(tr '\n' ';' < $T/sd)"
     i=$((i + 1))
 done
+if [ -n "${GPUS8:-}" ]; then
+    echo "HPVM: bench slow teardown, 8 GPUs ($GPUS8): $NSLOW repetitions"
+    echo "HPVM: breakdown of a slow teardown, 8 GPUs (debug log)"
+    hostprep --log-level debug prepare --mode vm-passthrough $HPIDS8 > $T/bd.out 2>&1 || bad "breakdown: slow8: $(tail -n 2 $T/bd.out)"
+    grep 'time:' $T/bd.out | sed 's/^debug: time: /HPVM:   /'
+    hostprep prepare --mode container $HPIDS8 > $T/back.out 2>&1 || bad "slow8: back: $(tail -n 3 $T/back.out)"
+    i=0
+    while [ $i -lt $NSLOW ]; do
+        timed slow8.hostprep hostprep prepare --mode vm-passthrough $HPIDS8
+        on_vfio "$FUNCS8" || bad "slow8: hostprep did not move every function"
+        hostprep prepare --mode container $HPIDS8 > $T/back.out 2>&1 || bad "slow8: back: $(tail -n 3 $T/back.out)"
+        timed slow8.vfio_manage sh /tests/bench-vfio-manage.sh $FUNCS8
+        on_vfio "$FUNCS8" || bad "slow8: vfio-manage sequence did not move every function"
+        hostprep prepare --mode container $HPIDS8 > $T/back.out 2>&1 || bad "slow8: back: $(tail -n 3 $T/back.out)"
+        state_diff $T/state.boot > $T/sd || bad "slow8: not back at boot state: $(tr '\n' ';' < $T/sd)"
+        i=$((i + 1))
+    done
+fi
 echo 0 > /sys/module/standin/parameters/remove_delay_ms
 ok
 
+fi # hp.only
+
+if [ -z "$ONLY" ]; then
 echo "HPVM: bench preflight and where a run's time goes (guest)"
 i=0
 while [ $i -lt 5 ]; do
@@ -119,6 +160,7 @@ done
 
 fi # hp.only
 
+if [ "$ONLY" != switch ]; then
 echo "HPVM: bench agent: $NAGENT rebinds of $EDU_B"
 mkdir -p /etc/hostprep
 cat > /etc/hostprep/config.yaml <<EOF
@@ -154,6 +196,7 @@ else
 fi
 kill $AGENT 2>/dev/null; wait $AGENT 2>/dev/null
 tail -n 3 $T/agent.log | sed 's/^/  agent: /'
+fi # hp.only
 
 state_diff $T/state.boot > $T/sd || bad "final state differs from boot: $(tr '\n' ';' < $T/sd)"
 echo "$NOK passed, $NBAD failed"
