@@ -1,10 +1,12 @@
 // hostprep preflight: every host prerequisite of a mode, with the exact fix for each problem.
 // Reads the host (or an image root) once, runs the pure checks, prints, and exits 0 when no
 // check failed, 1 when one did, 2 on a usage error — an image pipeline can gate on it.
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -17,6 +19,7 @@
 #include "drivers/bootconfig.hpp"
 #include "drivers/kmod.hpp"
 #include "drivers/platform.hpp"
+#include "drivers/selection.hpp"
 #include "drivers/snapshot.hpp"
 
 namespace hostprep {
@@ -87,6 +90,20 @@ void printText(Context& ctx, const PreflightReport& r, const std::string& root, 
           << " for " << toString(r.mode) << "\n";
 }
 
+// Where the time goes, one debug line per phase (hostprep --log-level debug preflight ...).
+class PhaseClock {
+ public:
+  void lap(std::string_view phase) {
+    const auto now = std::chrono::steady_clock::now();
+    spdlog::debug("time: {} {:.1f} ms", phase,
+                  std::chrono::duration<double, std::milli>(now - last_).count());
+    last_ = now;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
 }  // namespace
 
 // The mode configured for this node (etc/hostprep/config.yaml under --root), if any.
@@ -96,6 +113,7 @@ std::optional<Mode> configuredPreflightMode(const Context& ctx) {
 }
 
 int cmdPreflight(Context& ctx, const std::vector<std::string>& args) {
+  PhaseClock clock;
   PreflightOptions opt;
   if (auto rc = exitEarly(ctx, parsePreflightOptions(args), opt)) return *rc;
   PreflightRequest req{preflightMode(opt.mode, configuredPreflightMode(ctx)), opt.selection};
@@ -113,18 +131,26 @@ int cmdPreflight(Context& ctx, const std::vector<std::string>& args) {
   } else {
     // 1. A live host: the PCI snapshot (may be missing: then the checks say so), platform facts,
     //    and the boot configuration the next boot will use.
-    auto snap = readSnapshot(host);
+    //    The snapshot reads whole only the functions a selection can reach: the checks look at
+    //    no other attribute of the rest.
+    clock.lap("options and config");
+    auto snap =
+        readSnapshot(host, [&](const PciFunction& f) { return maySelect(f, req.selection); });
+    clock.lap("snapshot (" + std::to_string(snap ? snap->pci.size() : 0) + " functions)");
     const std::string release =
         snap ? snap->kernelRelease : readTrimmed(host, "proc/sys/kernel/osrelease").value_or("");
     auto loader = makeKmodLoader(host, release);
     const PlatformFacts platform = readPlatform(host, release, *loader, modules);
+    clock.lap("platform and modules");
     const BootConfig boot = readBootConfig(host);
     HostFacts facts{snap ? &*snap : nullptr, snap ? std::string() : snap.error().describe(),
                     platform, boot, readTrimmed(host, "proc/cmdline").value_or("")};
+    clock.lap("boot configuration");
     // 2. The checks.
     auto r = preflightHost(facts, req);
     if (!r) return fail(ctx, r.error());
     report = std::move(*r);
+    clock.lap("checks");
   }
 
   // 3. Print; the exit code says whether anything failed.
@@ -133,6 +159,7 @@ int cmdPreflight(Context& ctx, const std::vector<std::string>& args) {
   } else {
     printText(ctx, report, ctx.global.root.string(), useColor(ctx, opt.color));
   }
+  clock.lap("output");
   return report.failed() ? static_cast<int>(Exit::kFailed) : static_cast<int>(Exit::kOk);
 }
 

@@ -72,6 +72,10 @@ bool isSelectedGpu(const PciFunction& f, const SelectionOptions& opt) {
   return f.id.vendor == kNvidiaVendor && (p == 0x0300 || p == 0x0302);
 }
 
+bool maySelect(const PciFunction& f, const SelectionOptions& opt) {
+  return isSelectedGpu(f, opt) || isNvSwitch(f);
+}
+
 std::vector<Bdf> Selection::gpus() const {
   std::vector<Bdf> out;
   for (const auto& t : targets) {

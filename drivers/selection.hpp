@@ -81,6 +81,11 @@ struct Selection {
 // VF) or, with --gpu-ids, one of those ids (NVSwitch 0x0680xx only when its id is named)?
 bool isSelectedGpu(const PciFunction& f, const SelectionOptions& opt);
 
+// A function selectDevices may pick as a GPU or an NVSwitch, judged on its light attributes (a
+// WholeFunction for readSnapshot: selectDevices and preflight's checks then see every attribute
+// they read).
+bool maySelect(const PciFunction& f, const SelectionOptions& opt);
+
 // Fails (exit 2) when --devices names a function that does not exist or is not a selected GPU.
 Result<Selection> selectDevices(const Snapshot& s, const SelectionOptions& opt);
 

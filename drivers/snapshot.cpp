@@ -186,6 +186,45 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
   return f;
 }
 
+namespace {
+
+// What every function of a scoped snapshot carries (the WholeFunction contract).
+// nullopt when the function is not there (as readPciFunction).
+std::optional<PciFunction> readLightFunction(const Host& host, const Bdf& bdf) {
+  const std::string dir = pciDevicePath(bdf);
+  auto at = [&](std::string_view name) { return hostPath(dir, name); };
+  PciFunction f;
+  f.bdf = bdf;
+  auto vendor = readHex(host, at("vendor"));
+  if (!vendor && !host.exists(dir)) return std::nullopt;
+  f.id.vendor = static_cast<uint16_t>(vendor.value_or(0));
+  f.id.device = static_cast<uint16_t>(readHex(host, at("device")).value_or(0));
+  f.classCode = readHex(host, at("class")).value_or(0) & 0xffffff;
+  f.driver = readLinkName(host, at("driver"));
+  if (auto pf = readLinkName(host, at("physfn"))) f.physfn = parseBdf(*pf);
+  return f;
+}
+
+// The rest of readSnapshot: groups, modules, drivers, kernel, command line, root disk.
+void readHostWide(const Host& host, Snapshot& s) {
+  readModulesAndDrivers(host, s);
+  // The release names lib/modules/<release>: one that could leave that directory is unknown.
+  s.kernelRelease = readTrimmed(host, "proc/sys/kernel/osrelease").value_or("");
+  if (!isValidKernelRelease(s.kernelRelease)) s.kernelRelease.clear();
+  s.cmdlineText = readTrimmed(host, "proc/cmdline").value_or("");
+  s.cmdline = parseCmdline(s.cmdlineText);
+  s.rootDiskPci = findRootDiskPci(host);
+  s.iommufd = host.exists("dev/iommu");
+}
+
+std::optional<int> groupNumber(std::string_view name) {
+  auto n = parseSigned(name);
+  if (!n || *n < 0 || *n >= 1'000'000) return std::nullopt;
+  return static_cast<int>(*n);
+}
+
+}  // namespace
+
 Result<Snapshot> readSnapshot(const Host& host) {
   auto devices = host.list("sys/bus/pci/devices");
   if (!devices) {
@@ -205,9 +244,9 @@ Result<Snapshot> readSnapshot(const Host& host) {
 
   if (auto groups = host.list("sys/kernel/iommu_groups")) {
     for (const auto& g : *groups) {
-      auto n = parseSigned(g);
-      if (!n || *n < 0 || *n >= 1'000'000) continue;
-      auto& members = s.iommuGroups[static_cast<int>(*n)];
+      auto n = groupNumber(g);
+      if (!n) continue;
+      auto& members = s.iommuGroups[*n];
       if (auto devs = host.list(hostPath("sys/kernel/iommu_groups", g, "devices"))) {
         for (const auto& d : *devs) {
           if (auto b = parseBdf(d)) members.push_back(*b);
@@ -215,14 +254,63 @@ Result<Snapshot> readSnapshot(const Host& host) {
       }
     }
   }
-  readModulesAndDrivers(host, s);
-  // The release names lib/modules/<release>: one that could leave that directory is unknown.
-  s.kernelRelease = readTrimmed(host, "proc/sys/kernel/osrelease").value_or("");
-  if (!isValidKernelRelease(s.kernelRelease)) s.kernelRelease.clear();
-  s.cmdlineText = readTrimmed(host, "proc/cmdline").value_or("");
-  s.cmdline = parseCmdline(s.cmdlineText);
-  s.rootDiskPci = findRootDiskPci(host);
-  s.iommufd = host.exists("dev/iommu");
+  readHostWide(host, s);
+  return s;
+}
+
+Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole) {
+  auto devices = host.list("sys/bus/pci/devices");
+  if (!devices) return readSnapshot(host);  // the same error, with its advice
+  Snapshot s;
+  const std::set<Bdf> locked = pendingUnbinds(host);
+  for (const auto& name : *devices) {
+    auto bdf = parseBdf(name);
+    if (!bdf) continue;
+    if (auto f = readLightFunction(host, *bdf)) s.pci.push_back(std::move(*f));
+  }
+  std::sort(s.pci.begin(), s.pci.end(), [](auto& a, auto& b) { return a.bdf < b.bdf; });
+
+  // 1. The picked functions, whole. 2. Their groups' members and their consumers, whole.
+  std::set<Bdf> done;
+  auto readWhole = [&](const Bdf& bdf) {
+    if (!done.insert(bdf).second) return;
+    PciFunction* known = s.find(bdf);
+    if (!known) return;
+    if (auto f = readPciFunction(host, bdf, locked.count(bdf) != 0)) *known = std::move(*f);
+  };
+  std::vector<Bdf> picked;
+  for (const auto& f : s.pci) {
+    if (whole(f)) picked.push_back(f.bdf);
+  }
+  for (const auto& b : picked) readWhole(b);
+  std::set<int> wanted;
+  std::vector<Bdf> reached;
+  for (const auto& b : picked) {
+    const PciFunction* f = s.find(b);
+    if (!f) continue;
+    if (f->iommuGroup) wanted.insert(*f->iommuGroup);
+    reached.insert(reached.end(), f->consumers.begin(), f->consumers.end());
+  }
+  if (auto groups = host.list("sys/kernel/iommu_groups")) {
+    for (const auto& g : *groups) {
+      auto n = groupNumber(g);
+      if (!n) continue;
+      auto& members = s.iommuGroups[*n];
+      if (!wanted.count(*n)) continue;
+      auto devs = host.list(hostPath("sys/kernel/iommu_groups", g, "devices"));
+      if (!devs) return readSnapshot(host);
+      for (const auto& d : *devs) {
+        if (auto b = parseBdf(d)) members.push_back(*b);
+      }
+      // groupMembers() then matches every function's iommu_group link: all must be read.
+      if (members.empty()) return readSnapshot(host);
+      reached.insert(reached.end(), members.begin(), members.end());
+      wanted.erase(*n);
+    }
+  }
+  if (!wanted.empty()) return readSnapshot(host);  // a group not listed: as above
+  for (const auto& b : reached) readWhole(b);
+  readHostWide(host, s);
   return s;
 }
 

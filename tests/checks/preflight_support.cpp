@@ -2,14 +2,18 @@
 
 #include <catch2/catch.hpp>
 
+#include "drivers/selection.hpp"
 #include "tests/support/fake_kernel.hpp"
 
 namespace hostprep::test {
 
-PreflightReport preflightOn(const Fixture& fx, Mode mode, SelectionOptions sel) {
+namespace {
+
+PreflightReport run(const Fixture& fx, Mode mode, const SelectionOptions& sel, bool scoped) {
   FakeKernel k(fx.root());
   FakeModules mods(k);
-  auto snap = readSnapshot(k);
+  auto snap = scoped ? readSnapshot(k, [&](const PciFunction& f) { return maySelect(f, sel); })
+                     : readSnapshot(k);
   const std::string release = snap ? snap->kernelRelease : "";
   const PlatformFacts platform = readPlatform(k, release, mods, preflightModules(sel.hostDriver));
   const BootConfig boot = readBootConfig(k);
@@ -18,6 +22,16 @@ PreflightReport preflightOn(const Fixture& fx, Mode mode, SelectionOptions sel) 
   auto r = preflightHost(facts, PreflightRequest{mode, sel});
   REQUIRE(r);
   return *r;
+}
+
+}  // namespace
+
+PreflightReport preflightOn(const Fixture& fx, Mode mode, SelectionOptions sel) {
+  return run(fx, mode, sel, true);
+}
+
+PreflightReport preflightOnFullSnapshot(const Fixture& fx, Mode mode, SelectionOptions sel) {
+  return run(fx, mode, sel, false);
 }
 
 CheckResult check(const PreflightReport& r, std::string_view id) {

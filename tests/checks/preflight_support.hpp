@@ -9,9 +9,11 @@
 
 namespace hostprep::test {
 
-// Reads the fixture the way cmdPreflight reads a host, with the fake module index, and runs
-// every check.
+// Reads the fixture the way cmdPreflight reads a host (the snapshot scoped to what the selection
+// can reach), with the fake module index, and runs every check.
 PreflightReport preflightOn(const Fixture& fx, Mode mode, SelectionOptions sel = {});
+// The same on a full snapshot (every attribute of every function).
+PreflightReport preflightOnFullSnapshot(const Fixture& fx, Mode mode, SelectionOptions sel = {});
 
 // One check of a report, by id (a copy, so that check(preflightOn(...), id) outlives the report);
 // fails the test when the report lacks it.

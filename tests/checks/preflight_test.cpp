@@ -3,6 +3,9 @@
 #include "checks/preflight.hpp"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <string>
+#include <vector>
 
 #include "tests/checks/preflight_support.hpp"
 #include "tests/support/fixture.hpp"
@@ -99,4 +102,33 @@ TEST_CASE("the default mode: flag, then configured, then vm-passthrough", "[pref
   CHECK(preflightMode(std::nullopt, std::nullopt) == Mode::kVmPassthrough);
   CHECK(preflightMode(std::nullopt, Mode::kContainer) == Mode::kContainer);
   CHECK(preflightMode(Mode::kVmVgpu, Mode::kContainer) == Mode::kVmVgpu);
+}
+
+TEST_CASE("preflight on its scoped snapshot reports what it reports on a full one", "[preflight]") {
+  // Every scenario with a live host, every mode, the default rule and --gpu-ids.
+  std::vector<std::string> scenarios;
+  for (const auto& e : std::filesystem::directory_iterator(HOSTPREP_FIXTURES_DIR)) {
+    if (std::filesystem::exists(e.path() / "host.yaml"))
+      scenarios.push_back(e.path().filename().string());
+  }
+  REQUIRE(scenarios.size() > 20);
+  SelectionOptions ids;
+  ids.gpuIds = {PciId{0x10de, 0x2236}, PciId{0x8086, 0x1234}};
+  for (const auto& name : scenarios) {
+    Fixture fx(name);
+    for (Mode mode : {Mode::kContainer, Mode::kVmPassthrough, Mode::kVmVgpu}) {
+      for (const auto& sel : {SelectionOptions{}, ids}) {
+        INFO(name << " " << toString(mode) << " gpu-ids " << sel.gpuIds.size());
+        auto scoped = preflightOn(fx, mode, sel);
+        auto full = preflightOnFullSnapshot(fx, mode, sel);
+        REQUIRE(scoped.checks.size() == full.checks.size());
+        for (size_t i = 0; i < full.checks.size(); ++i) {
+          INFO(full.checks[i].id);
+          CHECK(scoped.checks[i].status == full.checks[i].status);
+          CHECK(scoped.checks[i].detail == full.checks[i].detail);
+          CHECK(scoped.checks[i].remedy == full.checks[i].remedy);
+        }
+      }
+    }
+  }
 }

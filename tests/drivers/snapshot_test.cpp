@@ -1,6 +1,8 @@
 #include "drivers/snapshot.hpp"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <set>
 
 #include "drivers/selection.hpp"
 #include "tests/support/fake_kernel.hpp"
@@ -151,4 +153,123 @@ TEST_CASE("the snapshot reads the BARs of a function that lists a resource file"
   CHECK(sw->bars.empty());
   CHECK(isNvSwitch(*sw));
   CHECK_FALSE(isNvSwitch(*gpu));
+}
+
+namespace {
+
+auto mayBeGpu() {
+  return [](const PciFunction& f) { return maySelect(f, SelectionOptions{}); };
+}
+
+// Every function the scoped read must read whole: the candidates, their groups' members and
+// their consumers (what selectDevices reaches), taken from a full read.
+std::set<Bdf> reachedFrom(const Snapshot& full) {
+  std::set<Bdf> out;
+  for (const auto& f : full.pci) {
+    if (!maySelect(f, {})) continue;
+    out.insert(f.bdf);
+    if (f.iommuGroup) {
+      for (const auto* m : full.groupMembers(*f.iommuGroup)) out.insert(m->bdf);
+    }
+    out.insert(f.consumers.begin(), f.consumers.end());
+  }
+  return out;
+}
+
+// A scoped read against a full one: reached functions whole, the others light, groups listed
+// only where reached, everything host-wide alike.
+size_t compareScoped(const Snapshot& scoped, const Snapshot& full) {
+  const std::set<Bdf> reached = reachedFrom(full);
+  std::set<int> groups;
+  for (const auto& b : reached) {
+    if (auto g = full.find(b)->iommuGroup) groups.insert(*g);
+  }
+  REQUIRE(scoped.pci.size() == full.pci.size());
+  size_t light = 0;
+  for (const auto& f : full.pci) {
+    INFO(f.bdf.str());
+    const auto* s = scoped.find(f.bdf);
+    REQUIRE(s);
+    if (reached.count(f.bdf)) {
+      CHECK(*s == f);
+      continue;
+    }
+    ++light;
+    PciFunction expect;  // only the light attributes
+    expect.bdf = f.bdf;
+    expect.id = f.id;
+    expect.classCode = f.classCode;
+    expect.driver = f.driver;
+    expect.physfn = f.physfn;
+    CHECK(*s == expect);
+  }
+  CHECK(scoped.iommuGroups.size() == full.iommuGroups.size());
+  for (const auto& [g, members] : full.iommuGroups) {
+    INFO("group " << g);
+    REQUIRE(scoped.iommuGroups.count(g));
+    CHECK(scoped.iommuGroups.at(g) == (groups.count(g) ? members : std::vector<Bdf>{}));
+  }
+  CHECK(scoped.rootDiskPci == full.rootDiskPci);
+  CHECK(scoped.kernelRelease == full.kernelRelease);
+  CHECK(scoped.cmdline == full.cmdline);
+  CHECK(scoped.loadedModules == full.loadedModules);
+  CHECK(scoped.pciDrivers == full.pciDrivers);
+  CHECK(scoped.iommufd == full.iommufd);
+  return light;
+}
+
+}  // namespace
+
+TEST_CASE("a scoped snapshot reads whole only what a selection can reach", "[snapshot]") {
+  // The GPU shares its group with a bridge, its audio function and the root disk's NVMe.
+  Fixture fx("nvme-shared-group");
+  RootHost host(fx.root());
+  auto full = readSnapshot(host);
+  auto scoped = readSnapshot(host, mayBeGpu());
+  REQUIRE(full);
+  REQUIRE(scoped);
+  compareScoped(*scoped, *full);
+  auto a = selectDevices(*full, {}), b = selectDevices(*scoped, {});
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(b->targets.size() == a->targets.size());
+  REQUIRE(b->problems.size() == 1);
+  CHECK(b->problems[0].describe(*scoped) == a->problems[0].describe(*full));
+}
+
+TEST_CASE("a scoped snapshot reads SR-IOV VFs light and their GPU whole", "[snapshot]") {
+  Fixture fx("two-a10");
+  hostprep::test::FakeKernel k(fx.root());
+  auto pre = readSnapshot(k);
+  REQUIRE(pre);
+  // A host with more than the GPUs: give it a GPU with VFs.
+  Fixture vf("vgpu-h100-pervf");
+  hostprep::test::FakeKernel kv(vf.root());
+  REQUIRE(kv.writeAttr("sys/bus/pci/devices/0000:41:00.0/sriov_numvfs", "4"));
+  auto full = readSnapshot(kv);
+  auto scoped = readSnapshot(kv, mayBeGpu());
+  REQUIRE(full);
+  REQUIRE(scoped);
+  size_t vfs = 0;
+  for (const auto& f : full->pci) vfs += f.isVf() ? 1 : 0;
+  CHECK(vfs == 4);
+  CHECK(compareScoped(*scoped, *full) >= 4);  // each VF (its own group) read light
+  CHECK(scoped->find(*parseBdf("0000:41:00.0"))->virtfns.size() == 4);
+  CHECK(compareScoped(*readSnapshot(k, mayBeGpu()), *pre) > 0);
+}
+
+TEST_CASE("a scoped snapshot falls back to a full read when a reached group is not listed",
+          "[snapshot]") {
+  Fixture fx("two-a10");
+  RootHost host(fx.root());
+  SECTION("the group is not there") {
+    std::filesystem::remove_all(fx.path("sys/kernel/iommu_groups/30"));
+  }
+  SECTION("the group lists no device") {
+    std::filesystem::remove_all(fx.path("sys/kernel/iommu_groups/30/devices"));
+    std::filesystem::create_directories(fx.path("sys/kernel/iommu_groups/30/devices"));
+  }
+  auto scoped = readSnapshot(host, mayBeGpu());
+  REQUIRE(scoped);
+  CHECK(*scoped == *readSnapshot(host));
 }
