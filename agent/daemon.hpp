@@ -22,7 +22,9 @@
 
 namespace hostprep {
 
-inline constexpr std::chrono::milliseconds kDebounceQuiet{15};
+// The quiet that ends a burst. The kernel sends a rebind's unbind and bind events back to back
+// (one process's two writes), so 5 ms gathers them; a longer quiet is latency paid on every event.
+inline constexpr std::chrono::milliseconds kDebounceQuiet{5};
 inline constexpr std::chrono::milliseconds kDebounceMax{50};
 // After a failed convergence (a GPU held open, a busy lock): the agent tries again after
 // kRetryFirst, doubling per failure up to kRetryMax, until one succeeds. A holder closing its
