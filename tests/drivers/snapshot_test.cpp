@@ -238,24 +238,29 @@ TEST_CASE("a scoped snapshot reads whole only what a selection can reach", "[sna
 }
 
 TEST_CASE("a scoped snapshot reads SR-IOV VFs light and their GPU whole", "[snapshot]") {
-  Fixture fx("two-a10");
-  hostprep::test::FakeKernel k(fx.root());
-  auto pre = readSnapshot(k);
-  REQUIRE(pre);
-  // A host with more than the GPUs: give it a GPU with VFs.
-  Fixture vf("vgpu-h100-pervf");
-  hostprep::test::FakeKernel kv(vf.root());
-  REQUIRE(kv.writeAttr("sys/bus/pci/devices/0000:41:00.0/sriov_numvfs", "4"));
-  auto full = readSnapshot(kv);
-  auto scoped = readSnapshot(kv, mayBeGpu());
+  // An A10 with 4 VFs enabled, each VF in its own group, and a BMC's VGA.
+  std::string yaml =
+      "kernel: 6.1.0-test-amd64\n"
+      "devices:\n"
+      "  - {bdf: \"0000:02:00.0\", id: \"1a03:2000\", class: \"030000\", driver: ast, group: 2}\n"
+      "  - {bdf: \"0000:80:00.0\", id: \"10de:2236\", class: \"030200\", driver: nvidia, "
+      "group: 10, sriov: {total: 4, num: 4, offset: 1, stride: 1}}\n";
+  for (int v = 0; v < 4; ++v) {
+    yaml += "  - {bdf: \"0000:80:00." + std::to_string(v + 1) +
+            "\", id: \"10de:2236\", class: \"030200\", group: " + std::to_string(11 + v) +
+            ", physfn: \"0000:80:00.0\", vf_index: " + std::to_string(v) + "}\n";
+  }
+  Fixture fx(Fixture::HostYaml{yaml});
+  RootHost host(fx.root());
+  auto full = readSnapshot(host);
+  auto scoped = readSnapshot(host, mayBeGpu());
   REQUIRE(full);
   REQUIRE(scoped);
   size_t vfs = 0;
   for (const auto& f : full->pci) vfs += f.isVf() ? 1 : 0;
   CHECK(vfs == 4);
-  CHECK(compareScoped(*scoped, *full) >= 4);  // each VF (its own group) read light
-  CHECK(scoped->find(*parseBdf("0000:41:00.0"))->virtfns.size() == 4);
-  CHECK(compareScoped(*readSnapshot(k, mayBeGpu()), *pre) > 0);
+  CHECK(compareScoped(*scoped, *full) == 5);  // the 4 VFs and the VGA, light
+  CHECK(scoped->find(*parseBdf("0000:80:00.0"))->virtfns.size() == 4);
 }
 
 TEST_CASE("a scoped snapshot falls back to a full read when a reached group is not listed",
