@@ -130,19 +130,32 @@ Result<CheckNodeReport> checkNodes(const CheckNodeInput& in) {
   if (!docs) return docs.error();
 
   // 2. Each node on its own; a node given twice is checked once.
+  // The items of a large List are read one at a time (NodeItems::forEach), never all at once.
   std::unordered_map<std::string, size_t> nodeIndex;
-  report.nodes.reserve(docs->size());
-  for (const auto& d : *docs) {
+  size_t total = 0;
+  for (const auto& d : *docs) total += d.items ? d.items->size() : 1;
+  report.nodes.reserve(total);
+  auto visit = [&](const NodeDoc& d) {
     const auto name = at(*d.body, {"metadata", "name"})->get<std::string>();
     if (auto seen = nodeIndex.find(name); seen != nodeIndex.end()) {
       addClusterFinding(report.clusterFindings, "node-duplicate", Severity::kWarning, d.source,
                         "node " + name + " appears twice; the first one (" +
                             report.nodes[seen->second].source + ") is checked",
                         "pass each node once");
-      continue;
+      return;
     }
     nodeIndex.emplace(name, report.nodes.size());
     report.nodes.push_back(checkNode(d, c, in));
+  };
+  for (const auto& d : *docs) {
+    if (!d.items) {
+      visit(d);
+      continue;
+    }
+    auto read = d.items->forEach([&](size_t i, const json& body) {
+      visit(NodeDoc{&body, d.source + " (item " + std::to_string(i + 1) + ")"});
+    });
+    if (!read) return read.error();
   }
   for (size_t i = 0; i < c.statuses.all.size(); ++i) {
     const auto& s = c.statuses.all[i];

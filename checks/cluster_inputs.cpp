@@ -237,25 +237,42 @@ Result<std::optional<KubeVirtView>> readKubeVirt(const std::optional<Document>& 
 // ---------------------------------------------------------------------------------------------
 // Nodes
 
+namespace {
+
+// A node input's item that is not a named Node: not an object, of another kind, or unnamed.
+Error notANode(const std::string& source, bool object, const std::string& kind) {
+  if (!object || (!kind.empty() && kind != "Node")) {
+    return usageError(source + ": " + (kind.empty() ? std::string("not an object") : "a " + kind) +
+                          ", not a Node",
+                      "pass 'kubectl get nodes -o json' or 'kubectl get node NAME -o json'");
+  }
+  return usageError(source + ": a Node without metadata.name",
+                    "pass 'kubectl get nodes -o json' unchanged");
+}
+
+}  // namespace
+
 Result<std::vector<NodeDoc>> collectNodes(const std::vector<Document>& docs) {
   std::vector<NodeDoc> out;
   auto take = [&](const json& item, std::string source) -> Status {
     auto kind = kindOf(item);
-    if (!item.is_object() || (!kind.empty() && kind != "Node")) {
-      return usageError(source + ": " +
-                            (kind.empty() ? std::string("not an object") : "a " + kind) +
-                            ", not a Node",
-                        "pass 'kubectl get nodes -o json' or 'kubectl get node NAME -o json'");
-    }
     const json* name = at(item, {"metadata", "name"});
-    if (!name || !name->is_string() || name->get<std::string>().empty()) {
-      return usageError(source + ": a Node without metadata.name",
-                        "pass 'kubectl get nodes -o json' unchanged");
+    if (!item.is_object() || (!kind.empty() && kind != "Node") || !name || !name->is_string() ||
+        name->get<std::string>().empty()) {
+      return notANode(source, item.is_object(), kind);
     }
     out.push_back({&item, std::move(source)});
     return {};
   };
   for (const auto& d : docs) {
+    if (d.items) {
+      if (const auto& bad = d.items->firstBad()) {
+        return notANode(d.source + " (item " + std::to_string(bad->index + 1) + ")", bad->object,
+                        bad->kind);
+      }
+      out.push_back({nullptr, d.source, d.items.get()});
+      continue;
+    }
     const json* items = at(d.body, {"items"});
     if (items && items->is_array()) {
       out.reserve(out.size() + items->size());

@@ -74,10 +74,13 @@ struct KubeVirtView {
 };
 Result<std::optional<KubeVirtView>> readKubeVirt(const std::optional<Document>& doc);
 
-// A Node document, found in the node inputs (each one checked to be a named Node).
+// A Node document, found in the node inputs (each one checked to be a named Node); or, with
+// items set, the items of a List read by parseNodeDocuments, every one a named Node, to be read
+// one at a time (NodeItems::forEach), each then named "<source> (item N)".
 struct NodeDoc {
   const nlohmann::json* body;
   std::string source;
+  const NodeItems* items = nullptr;
 };
 Result<std::vector<NodeDoc>> collectNodes(const std::vector<Document>& docs);
 
