@@ -134,7 +134,8 @@ struct SharedRig {
 
 }  // namespace
 
-TEST_CASE("a split converges both ways in one run, and the next run is a no-op", "[converge][mixed]") {
+TEST_CASE("a split converges both ways in one run, and the next run is a no-op",
+          "[converge][mixed]") {
   Rig r("two-a10");
   auto first = converge(r.k, splitOf("0000:3b:00.0"));
   REQUIRE(first.status);
@@ -194,8 +195,9 @@ TEST_CASE("mixes that cannot be are refused before anything changes", "[converge
   CHECK(s.fx.deviceState() == sharedBefore);
 }
 
-TEST_CASE("prepare --devices A does not drag an unselected GPU B of A's group along without --force",
-          "[converge][mixed]") {
+TEST_CASE(
+    "prepare --devices A does not drag an unselected GPU B of A's group along without --force",
+    "[converge][mixed]") {
   SharedRig s;
   const auto before = s.fx.deviceState();
   auto co = passthroughOf("0000:3b:00.0");
