@@ -100,10 +100,10 @@ struct ChildJob {
   std::array<char, 4096> path{};  // NUL-terminated (PATH_MAX, with its NUL)
   char* data() { return reinterpret_cast<char*>(this + 1); }
 };
-constexpr size_t kChildStack = 64 * 1024;
+constexpr size_t kChildStack = size_t{64} * 1024;
 
 // The child: one open and one write or read; its exit status is the errno (0: done).
-[[gnu::no_sanitize("address", "undefined"), gnu::noinline]] int childMain(void* arg) {
+__attribute__((no_sanitize("address", "undefined"), noinline)) int childMain(void* arg) {
   auto* job = static_cast<ChildJob*>(arg);
   if (job->path.back() != '\0') return ENAMETOOLONG;  // what open(2) says to a path this long
   const bool write = job->op == ChildOp::kWrite;
