@@ -23,7 +23,7 @@ MIRROR=${HOSTPREP_VM_MIRROR:-http://deb.debian.org/debian}
 # runtime that runs the DaemonSets' pods from the image (tests/vm/systemd/hostprep-pod).
 PKGS=(systemd udev kmod dbus procps crun
       libkmod2 libudev1 libsystemd0 libboost-program-options1.74.0 libspdlog1.10 libfmt9
-      libyaml-cpp0.7)
+      libyaml-cpp0.7 libsimdjson14 zlib1g)
 # Extra packages (space-separated), for the benchmark only; part of the key and of the name.
 read -r -a EXTRA <<< "${HOSTPREP_VM_EXTRA_PKGS:-}"
 PKGS+=("${EXTRA[@]}")
