@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -14,6 +13,7 @@
 #include "agent/commands.hpp"
 #include "agent/config.hpp"
 #include "agent/options.hpp"
+#include "agent/phase_clock.hpp"
 #include "checks/image.hpp"
 #include "checks/preflight.hpp"
 #include "drivers/bootconfig.hpp"
@@ -89,20 +89,6 @@ void printText(Context& ctx, const PreflightReport& r, const std::string& root, 
           << s.skip << " skip, " << s.info << " info: " << (s.fail ? "NOT READY" : "ready")
           << " for " << toString(r.mode) << "\n";
 }
-
-// Where the time goes, one debug line per phase (hostprep --log-level debug preflight ...).
-class PhaseClock {
- public:
-  void lap(std::string_view phase) {
-    const auto now = std::chrono::steady_clock::now();
-    spdlog::debug("time: {} {:.1f} ms", phase,
-                  std::chrono::duration<double, std::milli>(now - last_).count());
-    last_ = now;
-  }
-
- private:
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
-};
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 
 #include "agent/config.hpp"
 #include "agent/local_file.hpp"
+#include "agent/phase_clock.hpp"
 #include "drivers/platform.hpp"
 #include "drivers/status.hpp"
 #include "drivers/text.hpp"
@@ -51,20 +52,6 @@ void remember(Host& host, const ConvergeOptions& opt) {
   if (auto s = writeLastSelection(host, opt.selection); !s)
     spdlog::warn("{}", s.error().describe());
 }
-
-// Where a run's time goes, one debug line per phase (hostprep --log-level debug prepare ...).
-class PhaseClock {
- public:
-  void lap(std::string_view phase) {
-    const auto now = std::chrono::steady_clock::now();
-    spdlog::debug("time: {} {:.1f} ms", phase,
-                  std::chrono::duration<double, std::milli>(now - last_).count());
-    last_ = now;
-  }
-
- private:
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
-};
 
 }  // namespace
 
