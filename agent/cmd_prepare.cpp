@@ -25,7 +25,16 @@ json stateJson(const DeviceState& s) {
           {"driver_override", s.driverOverride ? json(*s.driverOverride) : json(nullptr)}};
 }
 
-std::string modeText(const Plan& plan);
+// "vm-passthrough", or on a split "mixed (container x1, vm-passthrough x1)".
+std::string modeText(const Plan& plan) {
+  const auto split = plan.split();
+  if (split.size() <= 1)
+    return std::string(toString(split.empty() ? plan.mode : split.begin()->first));
+  std::vector<std::string> parts;
+  for (const auto& [m, n] : split)
+    parts.push_back(std::string(toString(m)) + " x" + std::to_string(n));
+  return "mixed (" + join(parts, ", ") + ")";
+}
 
 json planJson(const Plan& plan, bool dryRun) {
   json j{{"mode", std::string(toString(plan.mode))}, {"dry_run", dryRun}, {"noop", plan.noop()}};
@@ -140,16 +149,6 @@ Status applyConfig(const Host& host, const PrepareOptions& p, ConvergeOptions& c
     co.vgpuConfigName = cfg->vgpuConfigName;
   }
   return {};
-}
-
-std::string modeText(const Plan& plan) {
-  const auto split = plan.split();
-  if (split.size() <= 1)
-    return std::string(toString(split.empty() ? plan.mode : split.begin()->first));
-  std::vector<std::string> parts;
-  for (const auto& [m, n] : split)
-    parts.push_back(std::string(toString(m)) + " x" + std::to_string(n));
-  return "mixed (" + join(parts, ", ") + ")";
 }
 
 }  // namespace

@@ -121,7 +121,8 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   for (const auto& w : resolved.warnings) spdlog::warn("config: {}", w);
   c.modes = resolved.modes;
   c.ruleWarnings = resolved.warnings;
-  if (auto st = checkModeMix(modeSplit(*sel, c.modes)); !st) return failed(st.error());
+  const auto split = modeSplit(*sel, c.modes);
+  if (auto st = checkModeMix(split); !st) return failed(st.error());
   if (auto st = checkGroupModes(*snap, *sel, c.modes); !st) return failed(st.error());
   // Only vm-passthrough hands whole groups to vfio; vm-vgpu keeps the GPU on its host driver.
   std::vector<std::string> unsafe;
@@ -143,7 +144,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   in.vgpuHost = readVgpuHost(host, *snap);
   in.vgpuConfigName = opt.vgpuConfigName;
   in.modes = c.modes;
-  if (modeSplit(*sel, c.modes).count(Mode::kVmVgpu)) {
+  if (split.count(Mode::kVmVgpu)) {
     auto cfg = loadVgpuConfig(opt.vgpuConfigFile, opt.vgpuConfigName,
                               opt.vgpuConfigOnHost ? &host : nullptr);
     if (!cfg) return failed(cfg.error());
