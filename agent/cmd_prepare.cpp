@@ -25,16 +25,8 @@ json stateJson(const DeviceState& s) {
           {"driver_override", s.driverOverride ? json(*s.driverOverride) : json(nullptr)}};
 }
 
-// "vm-passthrough", or on a split "mixed (container x1, vm-passthrough x1)".
-std::string modeText(const Plan& plan) {
-  const auto split = plan.split();
-  if (split.size() <= 1)
-    return std::string(toString(split.empty() ? plan.mode : split.begin()->first));
-  std::vector<std::string> parts;
-  for (const auto& [m, n] : split)
-    parts.push_back(std::string(toString(m)) + " x" + std::to_string(n));
-  return "mixed (" + join(parts, ", ") + ")";
-}
+// "vm-passthrough", or on a split "mixed (container: 1, vm-passthrough: 3)".
+std::string modeText(const Plan& plan) { return modeSummary(plan.split(), plan.mode); }
 
 json planJson(const Plan& plan, bool dryRun) {
   json j{{"mode", std::string(toString(plan.mode))}, {"dry_run", dryRun}, {"noop", plan.noop()}};
@@ -199,8 +191,7 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
       report["ok"] = true;
       ctx.out << report.dump(2) << "\n";
     } else {
-      ctx.out << "nothing to do: " << plan.moves.size() << " device(s) already in "
-              << modeText(plan) << " mode\n";
+      ctx.out << nothingToDo(plan) << "\n";
     }
     return 0;
   }
@@ -209,8 +200,8 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
     report["seconds"] = c.seconds;
     ctx.out << report.dump(2) << "\n";
   } else {
-    ctx.out << "done: " << plan.moves.size() << " device(s) in " << modeText(plan) << " mode, "
-            << c.stepsRun << " step(s) in " << c.seconds << " s\n";
+    ctx.out << "done: " << plan.moves.size() << " device(s) " << inModes(plan.split(), plan.mode)
+            << ", " << c.stepsRun << " step(s) in " << c.seconds << " s\n";
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "agent/config.hpp"
@@ -46,14 +47,47 @@ Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::st
 
 namespace {
 
-// After a run that reached its plan: the mode and the selection, for `hostprep status`.
-void remember(Host& host, const ConvergeOptions& opt) {
-  if (auto s = writeLastMode(host, opt.mode); !s) spdlog::warn("{}", s.error().describe());
+// After a run that reached its plan: the mode (each GPU's, when one differs from the default)
+// and the selection, for `hostprep status`.
+void remember(Host& host, const ConvergeOptions& opt, const Plan& plan) {
+  LastMode last{opt.mode, {}};
+  for (const auto& mv : plan.moves) {
+    if (mv.role == Role::kGpu) last.gpus[mv.bdf] = mv.mode;
+  }
+  const bool split = std::any_of(last.gpus.begin(), last.gpus.end(),
+                                 [&](const auto& g) { return g.second != opt.mode; });
+  if (!split) last.gpus.clear();  // one mode: the file as it always was
+  if (auto s = writeLastMode(host, last); !s) spdlog::warn("{}", s.error().describe());
   if (auto s = writeLastSelection(host, opt.selection); !s)
     spdlog::warn("{}", s.error().describe());
 }
 
 }  // namespace
+
+std::string modeSummary(const std::map<Mode, int>& split, Mode fallback) {
+  if (split.size() <= 1)
+    return std::string(toString(split.empty() ? fallback : split.begin()->first));
+  std::vector<std::string> parts;
+  for (const auto& [m, n] : split)
+    parts.push_back(std::string(toString(m)) + ": " + std::to_string(n));
+  return "mixed (" + join(parts, ", ") + ")";
+}
+
+std::string inModes(const std::map<Mode, int>& split, Mode fallback) {
+  if (split.size() <= 1) return "in " + modeSummary(split, fallback) + " mode";
+  return "in their modes, " + modeSummary(split, fallback);
+}
+
+std::string nothingToDo(const Plan& plan) {
+  return "nothing to do: " + std::to_string(plan.moves.size()) + " device(s) already " +
+         inModes(plan.split(), plan.mode);
+}
+
+std::string targetText(Mode mode, const std::vector<DeviceRule>& rules) {
+  std::string s(toString(mode));
+  if (!rules.empty()) s += " and " + std::to_string(rules.size()) + " devices rule(s)";
+  return s;
+}
 
 Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   Convergence c;
@@ -168,7 +202,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   c.plan = *plan;
   if (opt.dryRun) return c;
   if (plan->noop()) {
-    remember(host, opt);
+    remember(host, opt, *plan);
     return c;
   }
 
@@ -202,7 +236,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
       spdlog::debug("time: step {} ({}) {:.1f} ms", i + 1, plan->steps[i].describe(), ms);
     }
   }
-  remember(host, opt);
+  remember(host, opt, *plan);
   return c;
 }
 

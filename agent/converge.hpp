@@ -5,8 +5,10 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/option_values.hpp"
 #include "drivers/device_rules.hpp"
@@ -67,10 +69,21 @@ Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::st
                                                                    const Host* host = nullptr);
 
 // Converges the host behind `k` to `opt.mode` and `opt.rules`, both ways in one run on a mixed
-// node. After a real run that succeeds, the mode is
-// recorded in run/hostprep/last-mode (the status document's desired mode when no config names
-// one) and the selection in run/hostprep/last-selection (the devices `hostprep status` shows when
-// neither its flags nor the config name them).
+// node. After a real run that succeeds, the mode (and on a split each GPU's mode) is recorded in
+// run/hostprep/last-mode (the status document's desired mode when no config names one) and the
+// selection in run/hostprep/last-selection (the devices `hostprep status` shows when neither its
+// flags nor the config name them).
 Convergence converge(Kernel& k, const ConvergeOptions& opt);
+
+// How runs name what they converge to, from the GPUs per mode (Plan::split): "vm-passthrough",
+// or on a split "mixed (container: 1, vm-passthrough: 3)"; `fallback` when there is no GPU.
+std::string modeSummary(const std::map<Mode, int>& split, Mode fallback);
+// "in vm-passthrough mode", or on a split "in their modes, mixed (container: 1, ...)".
+std::string inModes(const std::map<Mode, int>& split, Mode fallback);
+// What a run with nothing to do says: "nothing to do: 4 device(s) already in vm-passthrough mode".
+std::string nothingToDo(const Plan& plan);
+// What the agent converges to before it has a plan: "vm-passthrough", or with devices rules
+// "vm-passthrough and 2 devices rule(s)".
+std::string targetText(Mode mode, const std::vector<DeviceRule>& rules);
 
 }  // namespace hostprep

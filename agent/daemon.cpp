@@ -113,14 +113,19 @@ Status Agent::convergeNow() {
     convergeError_ = c.status.error().describe();
     retryDelay_ = retryDelay_ ? std::min(*retryDelay_ * 2, kRetryMax) : kRetryFirst;
     retryAt_ = std::chrono::steady_clock::now() + *retryDelay_;
-    spdlog::error("converge to {}: {} (trying again in {} s)", toString(*m), *convergeError_,
+    spdlog::error("converge to {}: {} (trying again in {} s)",
+                  c.plan ? modeSummary(c.plan->split(), *m) : targetText(*m, co.rules),
+                  *convergeError_,
                   std::chrono::duration_cast<std::chrono::seconds>(*retryDelay_).count());
     return c.status;
   }
   convergeError_.reset();
   retryDelay_.reset();
-  if (c.plan && !c.plan->noop()) {
-    spdlog::info("converged to {}: {} step(s) in {:.3f} s", toString(*m), c.stepsRun, c.seconds);
+  if (c.plan && c.plan->noop()) {
+    spdlog::info("{}", nothingToDo(*c.plan));
+  } else if (c.plan) {
+    spdlog::info("converged to {}: {} step(s) in {:.3f} s", modeSummary(c.plan->split(), *m),
+                 c.stepsRun, c.seconds);
   }
   return {};
 }
@@ -232,7 +237,8 @@ void Agent::handleEvents(const std::vector<DeviceEvent>& events) {
     return;
   }
   if (drift.empty() || drift == failedDrift_) return;  // do not retry the same failure forever
-  spdlog::info("reconcile: moving {} device(s) back to {}", drift.size(), toString(*mode()));
+  spdlog::info("reconcile: moving {} device(s) back to {}", drift.size(),
+               modeSummary(last_->doc.desiredSplit, *mode()));
   const bool ok = static_cast<bool>(convergeNow());
   observeAndPublish();
   // Not retried until the drift changes: judged on the host as the failed attempt left it (a
@@ -259,7 +265,8 @@ void Agent::reload() {
 
 void Agent::retry() {
   if (!mode()) return;
-  spdlog::info("retrying the convergence to {}", toString(*mode()));
+  spdlog::info("retrying the convergence to {}",
+               targetText(*mode(), opt_.mode ? std::vector<DeviceRule>{} : config_.rules));
   failedDrift_.clear();
   (void)convergeNow();
   observeAndPublish();

@@ -1,5 +1,7 @@
 #include "agent/status_writer.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "checks/preflight.hpp"
 #include "drivers/bootconfig.hpp"
 #include "drivers/kmod.hpp"
@@ -47,10 +49,20 @@ std::optional<PreflightOutcome> preflightOutcome(const Host& host, const Snapsho
   return PreflightOutcome{false, "failed: " + join(failed, ", ") + "; run 'hostprep preflight'"};
 }
 
-std::pair<std::optional<Mode>, std::string> desiredMode(const Host& host, const StatusRequest& r) {
+std::pair<std::optional<Mode>, std::string> desiredMode(const Host& host, const StatusRequest& r,
+                                                        std::vector<DeviceRule>* rules) {
   if (r.modeOverride) return {r.modeOverride, "flag"};
-  if (r.config.mode) return {r.config.mode, "config"};
-  if (auto m = readLastMode(host)) return {m, "last-prepare"};
+  if (r.config.mode) {
+    if (rules) *rules = r.config.rules;
+    return {r.config.mode, "config"};
+  }
+  auto last = readLastMode(host);
+  if (!last) {
+    spdlog::warn("{} (ignored: no desired mode)", last.error().describe());
+  } else if (*last) {
+    if (rules) *rules = (*last)->rules();  // the split the last prepare converged to
+    return {(*last)->mode, "last-prepare"};
+  }
   return {std::nullopt, ""};
 }
 
@@ -75,9 +87,8 @@ Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusReque
   in.nodeName = *st.nodeName;
   in.agentVersion = HOSTPREP_VERSION;
   in.observedTime = r.now;
-  std::tie(in.desiredMode, in.desiredModeSource) = desiredMode(host, r);
-  // The rules split the config's mode; --mode (and a last prepare's mode) applies to every GPU.
-  if (in.desiredModeSource == "config") in.rules = r.config.rules;
+  // The rules split the config's mode, or the last prepare's; --mode applies to every GPU.
+  std::tie(in.desiredMode, in.desiredModeSource) = desiredMode(host, r, &in.rules);
   in.selection = r.config.selection;
   in.modulesAlias = st.modulesAlias->second;
   in.pciIds = r.pciIds ? r.pciIds : *st.pciIds;

@@ -60,8 +60,11 @@ struct Observation {
   Observation& operator=(const Observation&) = delete;
 };
 
-// The desired mode and where it comes from: --mode, the config, or the last prepare.
-std::pair<std::optional<Mode>, std::string> desiredMode(const Host& host, const StatusRequest& r);
+// The desired mode and where it comes from: --mode, the config, or the last prepare; `rules`
+// (when given) receives the split over it: the config's devices rules, or the GPUs' modes the
+// last prepare recorded. A last-mode file that does not parse is a warning, and no desired mode.
+std::pair<std::optional<Mode>, std::string> desiredMode(const Host& host, const StatusRequest& r,
+                                                        std::vector<DeviceRule>* rules = nullptr);
 
 Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusRequest& r);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <set>
 
@@ -561,16 +562,67 @@ std::optional<std::string> readPciIds(const Host& host) {
   return std::nullopt;
 }
 
-std::optional<Mode> readLastMode(const Host& host) {
-  auto t = readTrimmed(host, kLastModePath);
-  return t ? parseMode(*t) : std::nullopt;
+std::vector<DeviceRule> LastMode::rules() const {
+  std::vector<DeviceRule> out;
+  for (const auto& [bdf, m] : gpus) {
+    DeviceMatch match;
+    match.bdf = bdf;
+    out.push_back({match, m});
+  }
+  return out;
 }
 
-Status writeLastMode(Host& host, Mode m) {
+std::string formatLastMode(const LastMode& m) {
+  std::string out = std::string(toString(m.mode)) + "\n";
+  for (const auto& [bdf, mode] : m.gpus)
+    out += bdf.str() + " " + std::string(toString(mode)) + "\n";
+  return out;
+}
+
+Result<LastMode> parseLastMode(std::string_view text, std::string_view file) {
+  const std::string advice =
+      "remove the file; the next 'hostprep prepare' or 'hostprep agent' writes it again";
+  auto bad = [&](size_t line, const std::string& what) {
+    return Error{std::string(file) + ": line " + std::to_string(line) + ": " + what, 0, advice};
+  };
+  std::optional<LastMode> out;
+  const auto lines = splitLines(text);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const auto words = splitWords(lines[i]);
+    if (words.empty()) continue;
+    if (!out) {  // the node's mode
+      auto m = words.size() == 1 ? parseMode(words[0]) : std::nullopt;
+      if (!m) return bad(i + 1, "'" + std::string(trim(lines[i])) + "' is not a mode");
+      out = LastMode{*m, {}};
+      continue;
+    }
+    auto bdf = words.size() == 2 ? parseBdf(words[0]) : std::nullopt;
+    auto m = words.size() == 2 ? parseMode(words[1]) : std::nullopt;
+    if (!bdf || !m) {
+      return bad(i + 1, "'" + std::string(trim(lines[i])) + "' is not 'PCI-ADDRESS MODE'");
+    }
+    if (!out->gpus.emplace(*bdf, *m).second) return bad(i + 1, bdf->str() + " is listed twice");
+  }
+  if (!out) return Error{std::string(file) + ": empty, no mode", 0, advice};
+  return *out;
+}
+
+Result<std::optional<LastMode>> readLastMode(const Host& host) {
+  auto text = host.read(kLastModePath, 1u << 20);
+  if (!text) {
+    if (text.error().err == ENOENT) return std::optional<LastMode>{};
+    return sysError("cannot read " + host.resolve(kLastModePath).string(), text.error().err);
+  }
+  auto m = parseLastMode(*text, "/" + std::string(kLastModePath));
+  if (!m) return m.error();
+  return std::optional<LastMode>{*m};
+}
+
+Status writeLastMode(Host& host, const LastMode& m) {
   if (!host.exists(kStateDir)) {
     if (auto s = host.makeDirs(kStateDir, 0755); !s) return s;
   }
-  return host.writeFileAtomic(kLastModePath, std::string(toString(m)) + "\n", 0644);
+  return host.writeFileAtomic(kLastModePath, formatLastMode(m), 0644);
 }
 
 }  // namespace hostprep

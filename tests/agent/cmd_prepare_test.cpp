@@ -199,7 +199,7 @@ TEST_CASE("prepare without --mode applies the config's mode and devices rules", 
   auto r = runHostprep({"--root", fx.root().string(), "prepare", "--dry-run"});
   CHECK(r.exitCode == 0);
   CHECK_THAT(r.out,
-             Catch::StartsWith("plan for mixed (container x1, vm-passthrough x1): 4 device(s), "));
+             Catch::StartsWith("plan for mixed (container: 1, vm-passthrough: 1): 4 device(s), "));
   CHECK_THAT(r.out, Catch::Contains("0000:3b:00.0 (10de:2236 3D controller) gpu: nvidia -> nvidia "
                                     "(already there)"));
   CHECK_THAT(r.out, Catch::Contains("0000:86:00.0 (10de:2236 3D controller) gpu: nvidia -> "

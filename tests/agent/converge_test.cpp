@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "agent/config.hpp"
+#include "agent/status_writer.hpp"
 #include "drivers/status.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
@@ -36,6 +37,13 @@ ConvergeOptions passthroughOf(const char* bdf) {
   return co;
 }
 
+// The last-mode file as read back; a file that does not parse fails the test.
+std::optional<LastMode> lastMode(const Host& host) {
+  auto m = readLastMode(host);
+  REQUIRE(m);
+  return *m;
+}
+
 }  // namespace
 
 TEST_CASE("a run that converges records its mode and its selection for status", "[converge]") {
@@ -44,7 +52,9 @@ TEST_CASE("a run that converges records its mode and its selection for status", 
   REQUIRE(c.status);
   CHECK(r.driver("0000:86:00.0") == std::optional<std::string>("vfio-pci"));
   CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("nvidia"));
-  CHECK(readLastMode(r.kernel) == Mode::kVmPassthrough);
+  CHECK(lastMode(r.kernel) == LastMode{Mode::kVmPassthrough, {}});
+  CHECK(r.kernel.read(kLastModePath).value_or("(none)") ==
+        "vm-passthrough\n");  // one mode: as it always was
   auto sel = readLastSelection(r.kernel);
   REQUIRE(sel);
   REQUIRE(*sel);
@@ -61,13 +71,67 @@ TEST_CASE("a run that converges records its mode and its selection for status", 
   CHECK((*readLastSelection(r.kernel))->gpuIds == std::vector<PciId>{{0x10de, 0x2236}});
 }
 
+TEST_CASE("a split is recorded GPU by GPU, and status reads it back when no config names a mode",
+          "[converge][mixed]") {
+  Rig r("two-a10");
+  ConvergeOptions co = passthroughOf("0000:86:00.0");
+  co.mode = Mode::kContainer;
+  co.selection.devices.clear();
+  DeviceRule rule;
+  rule.match.bdf = parseBdf("0000:86:00.0");
+  rule.mode = Mode::kVmPassthrough;
+  co.rules = {rule};
+  auto c = converge(r.k, co);
+  REQUIRE(c.status);
+  CHECK(r.driver("0000:86:00.0") == std::optional<std::string>("vfio-pci"));
+  CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("nvidia"));
+  CHECK(r.kernel.read(kLastModePath).value_or("(none)") ==
+        "container\n0000:3b:00.0 container\n0000:86:00.0 vm-passthrough\n");
+  CHECK(lastMode(r.kernel) == LastMode{Mode::kContainer,
+                                       {{*parseBdf("0000:3b:00.0"), Mode::kContainer},
+                                        {*parseBdf("0000:86:00.0"), Mode::kVmPassthrough}}});
+  // status with no config: the split the run left, not its default for every GPU.
+  StatusRequest req;
+  auto o = observe(r.kernel, req);
+  REQUIRE(o);
+  CHECK((*o)->doc.desiredModeSource == "last-prepare");
+  CHECK((*o)->doc.desiredSummary() == "mixed");
+  CHECK((*o)->doc.desiredSplit ==
+        std::map<Mode, int>{{Mode::kContainer, 1}, {Mode::kVmPassthrough, 1}});
+  CHECK((*o)->doc.converged);
+  // The same split again: nothing to do, and the run says so.
+  auto again = converge(r.k, co);
+  REQUIRE(again.status);
+  REQUIRE(again.plan);
+  CHECK(
+      nothingToDo(*again.plan) ==
+      "nothing to do: 4 device(s) already in their modes, mixed (container: 1, vm-passthrough: 1)");
+  // Every GPU back to one mode: the file is one line again.
+  co.rules.clear();
+  REQUIRE(converge(r.k, co).status);
+  CHECK(r.kernel.read(kLastModePath).value_or("(none)") == "container\n");
+}
+
+TEST_CASE("how runs name a mode or a split", "[converge][mixed]") {
+  CHECK(modeSummary({}, Mode::kVmVgpu) == "vm-vgpu");
+  CHECK(modeSummary({{Mode::kVmPassthrough, 4}}, Mode::kContainer) == "vm-passthrough");
+  CHECK(modeSummary({{Mode::kContainer, 1}, {Mode::kVmPassthrough, 3}}, Mode::kContainer) ==
+        "mixed (container: 1, vm-passthrough: 3)");
+  CHECK(inModes({{Mode::kContainer, 2}}, Mode::kContainer) == "in container mode");
+  CHECK(inModes({{Mode::kVmPassthrough, 1}, {Mode::kVmVgpu, 1}}, Mode::kVmVgpu) ==
+        "in their modes, mixed (vm-passthrough: 1, vm-vgpu: 1)");
+  CHECK(targetText(Mode::kContainer, {}) == "container");
+  CHECK(targetText(Mode::kContainer, {DeviceRule{}, DeviceRule{}}) ==
+        "container and 2 devices rule(s)");
+}
+
 TEST_CASE("a dry run or a refused run records nothing", "[converge]") {
   Rig r("two-a10");
   auto dry = passthroughOf("0000:86:00.0");
   dry.dryRun = true;
   REQUIRE(converge(r.k, dry).status);
   CHECK_FALSE(r.kernel.exists(kLastSelectionPath));
-  CHECK_FALSE(readLastMode(r.kernel));
+  CHECK_FALSE(lastMode(r.kernel));
 
   // The holder glob defaults to /dev/<host-driver>*: nvidia-persistenced holding /dev/nvidia0
   // refuses the run.

@@ -4,6 +4,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -88,6 +90,30 @@ class FakeSignals final : public SignalSource {
   std::vector<int> queue_;
 };
 
+// spdlog's lines ("level: message") while it lives: the default logger swapped for a stream.
+class LogCapture {
+ public:
+  LogCapture() : old_(spdlog::default_logger()) {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(ss_);
+    sink->set_pattern("%l: %v");
+    auto logger = std::make_shared<spdlog::logger>("capture", sink);
+    logger->set_level(spdlog::level::info);
+    spdlog::set_default_logger(logger);
+  }
+  ~LogCapture() { spdlog::set_default_logger(old_); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  std::string take() {
+    auto s = ss_.str();
+    ss_.str("");
+    return s;
+  }
+
+ private:
+  std::shared_ptr<spdlog::logger> old_;
+  std::ostringstream ss_;
+};
+
 struct Rig {
   Fixture fx;
   FakeKernel kernel;
@@ -154,12 +180,47 @@ TEST_CASE("agent --once converges with prepare's code, writes the status and rep
   CHECK(j["converged"] == true);
   CHECK(j["advertised"] == nlohmann::json{{"nvidia.com/GA102GL_A10", 2}});
   CHECK(std::filesystem::exists(r.fx.path("etc/features.d/hostprep")));
-  CHECK(readLastMode(r.kernel) == Mode::kVmPassthrough);
+  auto last = readLastMode(r.kernel);
+  REQUIRE(last);
+  CHECK(*last == LastMode{Mode::kVmPassthrough, {}});
   REQUIRE_FALSE(r.notes.empty());
   CHECK_THAT(
       r.notes.back(),
       Catch::StartsWith("READY=1\nSTATUS=vm-passthrough (desired vm-passthrough), converged"));
   CHECK(r.agent.convergences() == 1);
+}
+
+TEST_CASE("the agent names the split it converges to, and says when there is nothing to do",
+          "[agent][mixed]") {
+  LogCapture log;
+  AgentOptions opt;
+  opt.once = true;
+  Rig r("two-a10",
+        "mode: container\ndevices:\n  - match: {bdf: \"0000:86:00.0\"}\n    mode: vm-passthrough\n",
+        opt);
+  CHECK(r.agent.start() == 0);
+  CHECK(r.driver("0000:86:00.0") == std::optional<std::string>("vfio-pci"));
+  CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("nvidia"));
+  auto first = log.take();
+  CHECK_THAT(first,
+             Catch::Contains("info: converged to mixed (container: 1, vm-passthrough: 1): "));
+  CHECK_THAT(first, !Catch::Contains("converged to container"));
+  auto j = r.statusFile();
+  CHECK(j["desiredMode"] == "mixed");
+  CHECK(j["actualMode"] == "mixed");
+  CHECK(j["converged"] == true);
+  auto last = readLastMode(r.kernel);
+  REQUIRE(last);
+  REQUIRE(*last);
+  CHECK((*last)->gpus.at(*parseBdf("0000:86:00.0")) == Mode::kVmPassthrough);
+  // The same config again (a reload, or the next boot's oneshot): a no-op that says so.
+  r.agent.reload();
+  auto again = log.take();
+  CHECK_THAT(again,
+             Catch::Contains("info: nothing to do: 4 device(s) already in their modes, mixed "
+                             "(container: 1, vm-passthrough: 1)\n"));
+  CHECK_THAT(again, !Catch::Contains("converged to"));
+  CHECK(r.agent.convergences() == 2);
 }
 
 TEST_CASE("agent start resolves a journal left by a run that died before converging", "[agent]") {

@@ -25,6 +25,78 @@ TEST_CASE("the desired mode: --mode, else the config, else the last prepare", "[
         std::pair<std::optional<Mode>, std::string>{Mode::kVmPassthrough, "flag"});
 }
 
+TEST_CASE("the last prepare's split: written, read back, and over its mode in the status",
+          "[status][mixed]") {
+  Fixture fx;
+  RootHost host(fx.root());
+  const LastMode split{Mode::kContainer,
+                       {{*parseBdf("0000:41:00.0"), Mode::kVmPassthrough},
+                        {*parseBdf("0000:42:00.0"), Mode::kContainer}}};
+  REQUIRE(writeLastMode(host, split));
+  auto back = readLastMode(host);
+  REQUIRE(back);
+  CHECK(*back == split);
+  CHECK(formatLastMode(split) ==
+        "container\n0000:41:00.0 vm-passthrough\n0000:42:00.0 container\n");
+  std::vector<DeviceRule> rules;
+  StatusRequest r;
+  CHECK(desiredMode(host, r, &rules) ==
+        std::pair<std::optional<Mode>, std::string>{Mode::kContainer, "last-prepare"});
+  REQUIRE(rules.size() == 2);
+  CHECK(rules[0].match.bdf == parseBdf("0000:41:00.0"));
+  CHECK(rules[0].mode == Mode::kVmPassthrough);
+  // The config's mode wins, with its own rules (none here).
+  r.config.mode = Mode::kVmPassthrough;
+  CHECK(desiredMode(host, r, &rules).second == "config");
+  CHECK(rules.empty());
+}
+
+TEST_CASE("a last-mode file of one line (as before splits) still reads", "[status][mixed]") {
+  Fixture fx;
+  RootHost host(fx.root());
+  auto none = readLastMode(host);  // no file: no last prepare, no error
+  REQUIRE(none);
+  CHECK_FALSE(*none);
+  fx.write("run/hostprep/last-mode", "vm-passthrough\n");
+  auto m = readLastMode(host);
+  REQUIRE(m);
+  CHECK(*m == LastMode{Mode::kVmPassthrough, {}});
+  std::vector<DeviceRule> rules{DeviceRule{}};
+  CHECK(desiredMode(host, StatusRequest{}, &rules).first == Mode::kVmPassthrough);
+  CHECK(rules.empty());
+}
+
+TEST_CASE("a corrupt last-mode file is an error naming the line, and no desired mode in status",
+          "[status][mixed]") {
+  auto err = [](std::string_view text) {
+    auto m = parseLastMode(text, "/run/hostprep/last-mode");
+    REQUIRE_FALSE(m);
+    return m.error().describe();
+  };
+  const std::string fix =
+      " (remove the file; the next 'hostprep prepare' or 'hostprep agent' writes it again)";
+  CHECK(err("vm\n") == "/run/hostprep/last-mode: line 1: 'vm' is not a mode" + fix);
+  CHECK(err("") == "/run/hostprep/last-mode: empty, no mode" + fix);
+  CHECK(err("container\n0000:41:00.0\n") ==
+        "/run/hostprep/last-mode: line 2: '0000:41:00.0' is not 'PCI-ADDRESS MODE'" + fix);
+  CHECK(err("container\n\n0000:41:00.0 gpu\n") ==
+        "/run/hostprep/last-mode: line 3: '0000:41:00.0 gpu' is not 'PCI-ADDRESS MODE'" + fix);
+  CHECK(err("container\n0000:41:00.0 container\n0000:41:00.0 vm-vgpu\n") ==
+        "/run/hostprep/last-mode: line 3: 0000:41:00.0 is listed twice" + fix);
+  CHECK_THAT(err(std::string("container\n\0\xff\n", 13)),
+             Catch::StartsWith("/run/hostprep/last-mode: line 2: "));
+
+  Fixture fx;
+  RootHost host(fx.root());
+  fx.write("run/hostprep/last-mode", "container\nnot an address\n");
+  auto m = readLastMode(host);
+  REQUIRE_FALSE(m);
+  CHECK_THAT(m.error().describe(), Catch::StartsWith("/run/hostprep/last-mode: line 2: "));
+  // The status goes on without a desired mode (a warning says why).
+  CHECK(desiredMode(host, StatusRequest{}) ==
+        std::pair<std::optional<Mode>, std::string>{std::nullopt, ""});
+}
+
 TEST_CASE("observe, summarize, publish: the NFD and Prometheus files only where the config says",
           "[status]") {
   Fixture fx("status-passthrough-done");
