@@ -1,6 +1,7 @@
 #include "checks/preflight.hpp"
 
 #include <algorithm>
+#include <functional>
 
 #include "checks/preflight_cc.hpp"
 #include "checks/preflight_cmdline.hpp"
@@ -157,31 +158,26 @@ CheckResult mergeModes(const std::vector<std::pair<Mode, CheckResult>>& per) {
   // Every mode found the same: as it is.
   if (same && rel.size() == per.size()) return out;
   if (out.status == CheckStatus::kSkip) {
-    // No mode needs it; the skip details name their modes ("not needed in container mode").
-    std::vector<std::string> modes, details, reasons;
-    bool skipForModes = true;
+    // No mode needs it. skipForMode's details name their mode ("not needed in container mode:
+    // why"): one line when the reasons agree.
+    std::vector<std::string> modes, reasons, named;
     for (const auto* r : rel) {
       const std::string m(toString(r->first));
       const std::string head = "not needed in " + m + " mode";
       const std::string& d = r->second.detail;
-      skipForModes = skipForModes && startsWith(d, head);
       modes.push_back(m);
-      details.push_back(d);
-      if (skipForModes) reasons.push_back(d.substr(head.size()));
+      if (startsWith(d, head)) {
+        reasons.push_back(d.substr(head.size()));
+        named.push_back(d);
+      } else {
+        named.push_back(m + ": " + d);
+      }
     }
     const bool oneReason =
-        skipForModes && std::all_of(reasons.begin(), reasons.end(),
-                                    [&](const std::string& x) { return x == reasons.front(); });
-    out.detail =
-        oneReason ? "not needed in " + join(modes, " or ") + " mode" + reasons.front()
-        : skipForModes
-            ? join(details, "; ")
-            : [&] {
-                std::vector<std::string> named;
-                for (const auto* r : rel)
-                  named.push_back(std::string(toString(r->first)) + ": " + r->second.detail);
-                return join(named, "; ");
-              }();
+        reasons.size() == rel.size() &&
+        std::adjacent_find(reasons.begin(), reasons.end(), std::not_equal_to<>()) == reasons.end();
+    out.detail = oneReason ? "not needed in " + join(modes, " or ") + " mode" + reasons.front()
+                           : join(named, "; ");
     return out;
   }
   if (same) {
@@ -232,7 +228,8 @@ CheckResult checkModes(const Snapshot* s, const Selection* sel, const DeviceMode
   for (const auto& [m, n] : split) {
     std::vector<std::string> gpus;
     for (const auto& b : sel->gpus()) {
-      if (modeOf(modes, b, Mode::kContainer) == m && modes.count(b)) gpus.push_back(b.str());
+      auto it = modes.find(b);
+      if (it != modes.end() && it->second == m) gpus.push_back(b.str());
     }
     parts.push_back(std::string(toString(m)) + ": " + join(gpus, ", "));
   }

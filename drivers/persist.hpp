@@ -46,12 +46,12 @@ struct PersistPlan {
 // every other line is kept as it is.
 std::string withInitramfsBlock(std::string_view current, const std::vector<std::string>& modules);
 
-// What `options vfio-pci ids=` may name. vfio-pci claims every device with a listed id when it
-// loads (Documentation/driver-api/vfio-pci-device-specific-driver-acceptance.rst; modinfo
-// vfio-pci: "ids: Initial PCI IDs to add to the vfio driver"), so on a split an id that functions
-// in vm-passthrough mode share with functions in another mode cannot be listed: vfio-pci would
-// take those too. hostprep-prepare.service then hands the passthrough functions to vfio-pci at
-// boot by driver_override instead.
+// What `options vfio-pci ids=` may name. vfio-pci adds every listed id as a dynamic id when it
+// loads and so claims every device with it (Linux drivers/vfio/pci/vfio_pci.c, vfio_pci_fill_ids
+// calls pci_add_dynid; modinfo vfio-pci: "ids: Initial PCI IDs to add to the vfio driver"),
+// so on a split an id that functions in vm-passthrough mode share with functions in another mode
+// cannot be listed: vfio-pci would take those too. hostprep-prepare.service then hands the
+// passthrough functions to vfio-pci at boot by driver_override instead.
 struct VfioIds {
   std::set<PciId> claim;   // ids of vm-passthrough functions that no other selected one has
   std::set<PciId> shared;  // ids of vm-passthrough functions that a function in another mode has

@@ -48,6 +48,9 @@ TEST_CASE("a mixed node checks each mode on its own GPUs", "[preflight][mixed]")
     CHECK(check(r, "modules.vgpu").status == CheckStatus::kSkip);
     // No mode needs it: one skip naming both.
     CHECK(check(r, "gpu.sriov").detail == "not needed in container or vm-passthrough mode");
+    CHECK(check(r, "gpu.bars").detail ==
+          "not needed in container mode; vm-passthrough: the selected GPUs have no readable "
+          "resource file in sysfs");
     CHECK(check(r, "gpu.present").detail ==
           "container: 4 GPU(s): 0000:86:00.0 (10de:2236 3D controller), 0000:a1:00.0 (10de:27b8 "
           "3D controller), 0000:c1:00.0 (10de:26b9 3D controller), 0000:c2:00.0 (10de:26b9 3D "
