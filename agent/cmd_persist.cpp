@@ -2,6 +2,7 @@
 #include "agent/commands.hpp"
 #include "agent/config.hpp"
 #include "agent/options.hpp"
+#include "drivers/bootconfig.hpp"
 #include "drivers/device_rules.hpp"
 #include "drivers/persist.hpp"
 #include "drivers/text.hpp"
@@ -58,6 +59,13 @@ int cmdPersist(Context& ctx, const std::vector<std::string>& args) {
       });
   for (const auto& w : plan.warnings) ctx.err << "warning: " << w << "\n";
   for (const auto& n : plan.notes) ctx.out << "note: " << n << "\n";
+  if (!plan.notes.empty() && readBootConfig(host).enabledUnits.empty()) {
+    // Ids were left out: only the unit binds those GPUs at boot.
+    ctx.err << "warning: " << kPrepareUnit
+            << " is not enabled: after a reboot nothing hands the vm-passthrough GPUs whose ids "
+               "were left out to vfio-pci (systemctl enable "
+            << kPrepareUnit << ")\n";
+  }
   for (const auto& f : plan.files) {
     ctx.out << "/" << f.path << ": "
             << (!f.changes  ? "unchanged"
