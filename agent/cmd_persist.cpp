@@ -2,6 +2,8 @@
 #include "agent/commands.hpp"
 #include "agent/config.hpp"
 #include "agent/options.hpp"
+#include "drivers/bootconfig.hpp"
+#include "drivers/device_rules.hpp"
 #include "drivers/persist.hpp"
 #include "drivers/text.hpp"
 
@@ -13,6 +15,10 @@ int cmdPersist(Context& ctx, const std::vector<std::string>& args) {
   RootHost host(ctx.global.root);
   auto config = loadConfig(host, opt.config.path, opt.config.given);
   if (!config) return fail(ctx, config.error());
+  if (!opt.mode && !config->mode) {
+    return fail(ctx, usageError("persist: no --mode, and " + opt.config.path + " names no mode",
+                                "pass --mode M, or write mode: M in the config"));
+  }
   SelectionOptions so = config->selection;
   opt.selection.applyTo(so);
 
@@ -21,19 +27,45 @@ int cmdPersist(Context& ctx, const std::vector<std::string>& args) {
   if (!snap) return fail(ctx, snap.error());
   auto sel = selectDevices(*snap, so);
   if (!sel) return fail(ctx, sel.error());
-  if (opt.mode == Mode::kVmPassthrough && sel->targets.empty()) {
+
+  // 2. The mode of each: --mode for all, else the config's default and devices rules, with the
+  //    mixes prepare refuses refused here too (a container + vm-vgpu mix exits 2, an IOMMU group
+  //    split between modes 3).
+  DeviceModes modes;
+  if (opt.mode) {
+    modes = uniformModes(*sel, *opt.mode);
+  } else {
+    auto resolved = resolveModes(*snap, *sel, *config->mode, config->rules);
+    for (const auto& w : resolved.warnings) ctx.err << "warning: " << w << "\n";
+    modes = std::move(resolved.modes);
+  }
+  const auto split = modeSplit(*sel, modes);
+  if (auto st = checkModeMix(split); !st) return fail(ctx, st.error());
+  if (auto st = checkGroupModes(*snap, *sel, modes); !st) return fail(ctx, st.error());
+  const Mode base = opt.mode ? *opt.mode : *config->mode;
+  const std::string modeText =
+      split.size() > 1 ? "mixed (" + splitText(split) + ")" : std::string(toString(base));
+  if (base == Mode::kVmPassthrough && sel->targets.empty()) {
     return fail(ctx,
                 sysError("no GPU selected on this host: nothing to keep away from the host driver",
                          ENODEV, "check 'lspci -nn'; pass --gpu-ids VVVV:DDDD"));
   }
 
-  // 2. The files.
+  // 3. The files.
   auto plan =
-      makePersistPlan(*snap, *sel, opt.mode, [&](std::string_view p) -> std::optional<std::string> {
+      makePersistPlan(*snap, *sel, modes, [&](std::string_view p) -> std::optional<std::string> {
         auto t = host.read(p, 1u << 20);
         return t ? std::optional<std::string>(*t) : std::nullopt;
       });
   for (const auto& w : plan.warnings) ctx.err << "warning: " << w << "\n";
+  for (const auto& n : plan.notes) ctx.out << "note: " << n << "\n";
+  if (!plan.notes.empty() && readBootConfig(host).enabledUnits.empty()) {
+    // Ids were left out: only the unit binds those GPUs at boot.
+    ctx.err << "warning: " << kPrepareUnit
+            << " is not enabled: after a reboot nothing hands the vm-passthrough GPUs whose ids "
+               "were left out to vfio-pci (systemctl enable "
+            << kPrepareUnit << ")\n";
+  }
   for (const auto& f : plan.files) {
     ctx.out << "/" << f.path << ": "
             << (!f.changes  ? "unchanged"
@@ -46,12 +78,12 @@ int cmdPersist(Context& ctx, const std::vector<std::string>& args) {
   }
   if (opt.dryRun) return 0;
 
-  // 3. Apply.
+  // 4. Apply.
   if (auto s = applyPersistPlan(host, plan); !s) return fail(ctx, s.error());
   if (plan.initramfsChanges) {
     ctx.out << "the initramfs must be rebuilt for the next boot: run 'update-initramfs -u'\n";
   } else if (plan.noop()) {
-    ctx.out << "nothing to do: boot persistence already matches " << toString(opt.mode) << "\n";
+    ctx.out << "nothing to do: boot persistence already matches " << modeText << "\n";
   }
   return 0;
 }

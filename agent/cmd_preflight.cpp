@@ -28,7 +28,7 @@ namespace {
 // Keys in schema order (id first), not sorted.
 using json = nlohmann::ordered_json;
 
-// The JSON document, schema in checks/preflight.schema.json (version 1).
+// The JSON document, schema in checks/preflight.schema.json (version 2).
 json reportJson(const PreflightReport& r) {
   json checks = json::array();
   for (const auto& c : r.checks) {
@@ -39,8 +39,11 @@ json reportJson(const PreflightReport& r) {
                       {"remedy", c.remedy.empty() ? json(nullptr) : json(c.remedy)}});
   }
   const auto s = r.summary();
-  return {{"version", 1},
-          {"mode", std::string(toString(r.mode))},
+  json split = json::object();
+  for (const auto& [m, n] : r.split) split[std::string(toString(m))] = n;
+  return {{"version", 2},
+          {"mode", r.mixed() ? std::string("mixed") : std::string(toString(r.mode))},
+          {"split", split},
           {"target", r.image ? "image" : "host"},
           {"checks", checks},
           {"summary",
@@ -68,8 +71,8 @@ constexpr std::array<std::string_view, 5> kStatusColors{"\033[32m", "\033[33m", 
 std::string_view colorOf(CheckStatus s) { return kStatusColors[static_cast<size_t>(s)]; }
 
 void printText(Context& ctx, const PreflightReport& r, const std::string& root, bool color) {
-  ctx.out << "preflight for " << toString(r.mode) << " on " << (r.image ? "image " : "host ")
-          << root << "\n";
+  ctx.out << "preflight for " << r.modeText() << " on " << (r.image ? "image " : "host ") << root
+          << "\n";
   size_t width = 0;
   for (const auto& c : r.checks) width = std::max(width, c.title.size());
   for (const auto& c : r.checks) {
@@ -87,7 +90,7 @@ void printText(Context& ctx, const PreflightReport& r, const std::string& root, 
   const auto s = r.summary();
   ctx.out << "summary: " << s.pass << " pass, " << s.warn << " warn, " << s.fail << " fail, "
           << s.skip << " skip, " << s.info << " info: " << (s.fail ? "NOT READY" : "ready")
-          << " for " << toString(r.mode) << "\n";
+          << " for " << r.modeText() << "\n";
 }
 
 }  // namespace
@@ -102,8 +105,16 @@ int cmdPreflight(Context& ctx, const std::vector<std::string>& args) {
   PhaseClock clock;
   PreflightOptions opt;
   if (auto rc = exitEarly(ctx, parsePreflightOptions(args), opt)) return *rc;
-  PreflightRequest req{preflightMode(opt.mode, configuredPreflightMode(ctx)), opt.selection};
   RootHost host(ctx.global.root);
+  PreflightRequest req{preflightMode(opt.mode, configuredPreflightMode(ctx)), opt.selection};
+  if (!opt.mode && !opt.image) {
+    // No --mode on a host: the config's mode and devices rules (a mixed node is checked per
+    // mode). A config that does not parse exits 2, as prepare does.
+    auto cfg = loadConfig(host, kConfigPath, false);
+    if (!cfg) return fail(ctx, cfg.error());
+    req.mode = preflightMode(std::nullopt, cfg->mode);
+    req.rules = cfg->rules;
+  }
   req.cc = configuredCcMode(host);
   const auto modules = preflightModules(req.selection.hostDriver);
 

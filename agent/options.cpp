@@ -199,18 +199,6 @@ Status readMode(const po::variables_map& vm, std::optional<Mode>& mode) {
   return {};
 }
 
-// --mode, which `command` requires.
-Status readRequiredMode(const po::variables_map& vm, const std::string& command, Mode& mode) {
-  std::optional<Mode> m;
-  if (auto s = readMode(vm, m); !s) return s;
-  if (!m) {
-    return usageError(command + ": --mode is required",
-                      "choose one of " + std::string(kModeChoices));
-  }
-  mode = *m;
-  return {};
-}
-
 Status readSelection(const po::variables_map& vm, SelectionOverrides& o) {
   if (auto t = text(vm, "devices")) {
     auto d = parseBdfList("devices", *t);
@@ -379,10 +367,12 @@ CommandSpec preflightSpec() {
 Checks every host prerequisite of a mode (CPU virtualization, IOMMU in firmware and kernel,
 kernel arguments, interrupt remapping, modules, IOMMU groups, SR-IOV, boot persistence) and
 says exactly how to fix each problem. With --image, checks an image root's configuration.
+Without --mode on a node whose config's devices rules give the GPUs more than one mode, checks
+each mode on its GPUs, the node for all of them, and the mix (gpu.mode-mix).
 )",
       {{"mode",
-        "container | vm-passthrough | vm-vgpu (default: the configured mode, else "
-        "vm-passthrough)"},
+        "container | vm-passthrough | vm-vgpu, for every selected GPU (default: the configured "
+        "mode and devices rules, else vm-passthrough)"},
        {"image"},
        {"devices"},
        {"gpu-ids"},
@@ -479,16 +469,22 @@ Result<AgentOptions> readAgent(const po::variables_map& vm) {
 
 CommandSpec persistSpec() {
   return {"persist",
-          R"(usage: hostprep persist --mode M [--dry-run] [options]
+          R"(usage: hostprep persist [--mode M] [--dry-run] [options]
 
 Keeps the host driver away from passthrough GPUs from the first boot stage: writes
 /etc/modprobe.d/hostprep-vfio.conf (vfio-pci ids, softdeps), /etc/modules-load.d/
 hostprep-vfio.conf and a marked block in /etc/initramfs-tools/modules. Any other mode
-removes them. Run update-initramfs -u afterwards.
+removes them. Without --mode, the config's mode and devices rules: on a split, an id that
+GPUs in two modes share is left out of vfio-pci ids (hostprep-prepare.service binds those
+GPUs at boot). Run update-initramfs -u afterwards.
 )",
-          {{"mode"},
+          {{"mode",
+            "container | vm-passthrough | vm-vgpu, for every selected GPU (default: the "
+            "config's mode and devices rules)"},
            {"dry-run", "print what would be written and change nothing"},
-           {"config", "take the selection from this config under --root"},
+           {"config",
+            "the config under --root: its selection, and without --mode its mode and devices "
+            "rules"},
            {"devices"},
            {"gpu-ids"},
            {"host-driver"}}};
@@ -496,7 +492,7 @@ removes them. Run update-initramfs -u afterwards.
 
 Result<PersistOptions> readPersist(const po::variables_map& vm) {
   PersistOptions o;
-  if (auto s = readRequiredMode(vm, "persist", o.mode); !s) return s.error();
+  if (auto s = readMode(vm, o.mode); !s) return s.error();
   o.dryRun = given(vm, "dry-run");
   if (auto s = readConfig(vm, o.config); !s) return s.error();
   if (auto s = readSelection(vm, o.selection); !s) return s.error();

@@ -94,7 +94,7 @@ Result<CommandLine<AgentOptions>> parseAgentOptions(const std::vector<std::strin
 
 // ---- persist ----
 struct PersistOptions {
-  Mode mode = Mode::kContainer;
+  std::optional<Mode> mode;  // unset: the config's mode and devices rules
   bool dryRun = false;
   ConfigFile config;
   SelectionOverrides selection;

@@ -290,6 +290,10 @@ PreflightReport preflightImage(const ImageFacts& f, const PreflightRequest& req)
   c.push_back(checkImageNouveau(ks, f.boot));
   c.push_back(makeCheck("gpu.present", CheckStatus::kSkip, std::string(kNeedsHardware)));
   c.push_back(hardwareSkip("iommu.groups", mode, mode == Mode::kVmPassthrough));
+  // The devices rules need PCI devices to match; an image checks its configured mode only.
+  c.push_back(
+      makeCheck("gpu.mode-mix", CheckStatus::kSkip,
+                "an image has no PCI devices to resolve the config's devices rules against"));
   c.push_back(hardwareSkip("gpu.sriov", mode, mode == Mode::kVmVgpu));
   c.push_back(hardwareSkip("gpu.boot-vga", mode, mode == Mode::kVmPassthrough));
   c.push_back(hardwareSkip("gpu.bars", mode, mode == Mode::kVmPassthrough));

@@ -1,6 +1,7 @@
 #include "checks/preflight.hpp"
 
 #include <algorithm>
+#include <functional>
 
 #include "checks/preflight_cc.hpp"
 #include "checks/preflight_cmdline.hpp"
@@ -11,6 +12,7 @@
 #include "checks/preflight_modules.hpp"
 #include "checks/preflight_persistence.hpp"
 #include "checks/preflight_vfio_cdev.hpp"
+#include "drivers/persist.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {
@@ -39,6 +41,7 @@ constexpr CheckInfo kChecks[] = {
     {"modules.nouveau", "nouveau"},
     {"gpu.present", "GPUs present"},
     {"iommu.groups", "IOMMU group isolation"},
+    {"gpu.mode-mix", "GPU modes on one node"},
     {"gpu.sriov", "SR-IOV for vGPU"},
     {"gpu.boot-vga", "Boot VGA framebuffer"},
     {"gpu.bars", "Large BARs (64-bit MMIO)"},
@@ -69,6 +72,174 @@ const StatusNames& namesOf(CheckStatus s) {
   return i < std::size(kStatusNames) ? kStatusNames[i] : kStatusNames[3];
 }
 
+// The command lines boot.persistence reads: the running kernel's, then the configured ones.
+std::vector<CmdlineView> bootViews(const HostFacts& f, const Cmdline& running) {
+  auto views = configuredCmdlines(f.boot);
+  views.insert(views.begin(), CmdlineView{"running kernel (/proc/cmdline)", running});
+  return views;
+}
+
+// The ids of the selected functions (GPUs and companions).
+std::vector<PciId> targetIds(const Snapshot* s, const Selection* sel) {
+  std::vector<PciId> out;
+  if (!s || !sel) return out;
+  for (const auto& t : sel->targets) {
+    if (const auto* fn = s->find(t.bdf)) out.push_back(fn->id);
+  }
+  return out;
+}
+
+// Every check but gpu.mode-mix for one mode on `sel` (all selected GPUs, or one mode's), in
+// report order.
+std::vector<CheckResult> modeChecks(const HostFacts& f, const PreflightRequest& req, Mode mode,
+                                    const Selection* selp, const Cmdline& running) {
+  const PlatformFacts& p = f.platform;
+  const Snapshot* s = f.snapshot;
+  std::vector<CheckResult> c;
+  c.push_back(checkCpu(p, mode));
+  c.push_back(checkKvm(p, mode));
+  c.push_back(checkIommuFirmware(p, s, mode));
+  c.push_back(checkIommuKernel(p, s, running, f.boot, mode));
+  c.push_back(checkCmdlineIommu(p, s, running, f.boot, mode));
+  c.push_back(checkIommuPt(running, f.boot, mode));
+  c.push_back(checkInterruptRemapping(p, running, f.boot, mode));
+  c.push_back(checkIommufd(p, s, selp, mode));
+  c.push_back(checkVfioModules(p.modules, p.kernelRelease, mode));
+  c.push_back(checkVgpuModules(p.modules, mode));
+  c.push_back(checkVgpuFirmware(p, mode));
+  c.push_back(checkHostDriver(p.modules, req.selection.hostDriver, mode));
+  c.push_back(checkNouveauLoaded(p, s, f.boot));
+  c.push_back(checkGpusPresent(s, f.snapshotError, selp, req.selection));
+  c.push_back(checkGroups(s, selp, mode));
+  c.push_back(checkSriov(s, selp, mode));
+  c.push_back(checkBootVga(p, s, selp, f.boot, mode));
+  c.push_back(checkLargeBars(s, selp, mode));
+  c.push_back(checkFabric(p, s, mode));
+  c.push_back(checkConfidentialComputing(p, s, selp, mode, req.cc));
+  c.push_back(checkBootPersistence(mode, f.boot, bootViews(f, running), targetIds(s, selp),
+                                   p.kernelConfig, req.selection.hostDriver));
+  c.push_back(checkLockdown(p, mode, req.selection.hostDriver));
+  return c;
+}
+
+// How bad a status is, for the worst of several: skip < pass < info < warn < fail.
+int severity(CheckStatus s) {
+  switch (s) {
+    case CheckStatus::kSkip:
+      return 0;
+    case CheckStatus::kPass:
+      return 1;
+    case CheckStatus::kInfo:
+      return 2;
+    case CheckStatus::kWarn:
+      return 3;
+    case CheckStatus::kFail:
+      return 4;
+  }
+  return 0;
+}
+
+// One result per id from one result per mode (see preflight.hpp, "A mixed node").
+CheckResult mergeModes(const std::vector<std::pair<Mode, CheckResult>>& per) {
+  std::vector<const std::pair<Mode, CheckResult>*> rel;
+  for (const auto& r : per) {
+    if (r.second.status != CheckStatus::kSkip) rel.push_back(&r);
+  }
+  if (rel.empty()) {
+    for (const auto& r : per) rel.push_back(&r);
+  }
+  CheckResult out = rel.front()->second;
+  bool same = true;
+  for (const auto* r : rel) {
+    same = same && r->second.status == out.status && r->second.detail == out.detail &&
+           r->second.remedy == out.remedy;
+    if (severity(r->second.status) > severity(out.status)) out.status = r->second.status;
+  }
+  // Every mode found the same: as it is.
+  if (same && rel.size() == per.size()) return out;
+  if (out.status == CheckStatus::kSkip) {
+    // No mode needs it. skipForMode's details name their mode ("not needed in container mode:
+    // why"): one line when the reasons agree.
+    std::vector<std::string> modes, reasons, named;
+    for (const auto* r : rel) {
+      const std::string m(toString(r->first));
+      const std::string head = "not needed in " + m + " mode";
+      const std::string& d = r->second.detail;
+      modes.push_back(m);
+      if (startsWith(d, head)) {
+        reasons.push_back(d.substr(head.size()));
+        named.push_back(d);
+      } else {
+        named.push_back(m + ": " + d);
+      }
+    }
+    const bool oneReason =
+        reasons.size() == rel.size() &&
+        std::adjacent_find(reasons.begin(), reasons.end(), std::not_equal_to<>()) == reasons.end();
+    out.detail = oneReason ? "not needed in " + join(modes, " or ") + " mode" + reasons.front()
+                           : join(named, "; ");
+    return out;
+  }
+  if (same) {
+    std::vector<std::string> modes;
+    for (const auto* r : rel) modes.push_back(std::string(toString(r->first)));
+    out.detail = join(modes, ", ") + ": " + out.detail;
+    return out;
+  }
+  std::vector<std::string> details, remedies;
+  for (const auto* r : rel) {
+    const std::string m(toString(r->first));
+    details.push_back(m + ": " + r->second.detail);
+    if (!r->second.remedy.empty() &&
+        (r->second.status == CheckStatus::kWarn || r->second.status == CheckStatus::kFail))
+      remedies.push_back(m + ": " + r->second.remedy);
+  }
+  out.detail = join(details, "; ");
+  out.remedy = remedies.size() == 1 ? remedies.front().substr(remedies.front().find(": ") + 2)
+                                    : join(remedies, "; ");
+  return out;
+}
+
+// gpu.mode-mix: is the split one hostprep can hold? The refusals are drivers/device_rules' own,
+// so preflight says exactly what prepare would.
+CheckResult checkModes(const Snapshot* s, const Selection* sel, const DeviceModes& modes,
+                       const std::map<Mode, int>& split,
+                       const std::vector<std::string>& ruleWarnings) {
+  const char* id = "gpu.mode-mix";
+  const std::string fixRules = "fix or remove the rule in /etc/hostprep/config.yaml";
+  if (!s || !sel || split.empty())
+    return makeCheck(id, CheckStatus::kSkip, "no GPU selected (see gpu.present)");
+  if (split.size() == 1) {
+    const std::string one = "not a mixed node: every selected GPU in " +
+                            std::string(toString(split.begin()->first)) + " mode";
+    if (!ruleWarnings.empty())
+      return makeCheck(id, CheckStatus::kWarn, one + "; " + join(ruleWarnings, "; "), fixRules);
+    return makeCheck(id, CheckStatus::kSkip, one);
+  }
+  std::vector<std::string> fails, remedies;
+  for (const auto& st : {checkModeMix(split), checkGroupModes(*s, *sel, modes)}) {
+    if (st) continue;
+    fails.push_back(st.error().message);
+    remedies.push_back(st.error().advice);
+  }
+  if (!fails.empty())
+    return makeCheck(id, CheckStatus::kFail, join(fails, "; "), join(remedies, "; "));
+  std::vector<std::string> parts;
+  for (const auto& [m, n] : split) {
+    std::vector<std::string> gpus;
+    for (const auto& b : sel->gpus()) {
+      auto it = modes.find(b);
+      if (it != modes.end() && it->second == m) gpus.push_back(b.str());
+    }
+    parts.push_back(std::string(toString(m)) + ": " + join(gpus, ", "));
+  }
+  std::string detail =
+      join(parts, "; ") + ": an allowed mix, and no IOMMU group holds GPUs of two modes";
+  if (!ruleWarnings.empty())
+    return makeCheck(id, CheckStatus::kWarn, detail + "; " + join(ruleWarnings, "; "), fixRules);
+  return makeCheck(id, CheckStatus::kPass, detail);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -93,6 +264,11 @@ std::string idList(const std::vector<PciId>& ids) {
   std::vector<std::string> s;
   for (const auto& id : ids) s.push_back(toString(id));
   return join(s, ",");
+}
+
+std::string PreflightReport::modeText() const {
+  if (!mixed()) return std::string(toString(mode));
+  return "mixed (" + splitText(split) + ")";
 }
 
 PreflightSummary PreflightReport::summary() const {
@@ -130,9 +306,7 @@ std::vector<std::string> preflightModules(const std::string& hostDriver) {
 // The live host
 
 Result<PreflightReport> preflightHost(const HostFacts& f, const PreflightRequest& req) {
-  const PlatformFacts& p = f.platform;
   const Snapshot* s = f.snapshot;
-  const Mode mode = req.mode;
   std::optional<Selection> sel;
   if (s) {
     auto r = selectDevices(*s, req.selection);
@@ -142,41 +316,56 @@ Result<PreflightReport> preflightHost(const HostFacts& f, const PreflightRequest
   const Selection* selp = sel ? &*sel : nullptr;
   const Cmdline running = parseCmdline(f.cmdline);
 
-  PreflightReport rep;
-  rep.mode = mode;
-  auto& c = rep.checks;
-  c.push_back(checkCpu(p, mode));
-  c.push_back(checkKvm(p, mode));
-  c.push_back(checkIommuFirmware(p, s, mode));
-  c.push_back(checkIommuKernel(p, s, running, f.boot, mode));
-  c.push_back(checkCmdlineIommu(p, s, running, f.boot, mode));
-  c.push_back(checkIommuPt(running, f.boot, mode));
-  c.push_back(checkInterruptRemapping(p, running, f.boot, mode));
-  c.push_back(checkIommufd(p, s, selp, mode));
-  c.push_back(checkVfioModules(p.modules, p.kernelRelease, mode));
-  c.push_back(checkVgpuModules(p.modules, mode));
-  c.push_back(checkVgpuFirmware(p, mode));
-  c.push_back(checkHostDriver(p.modules, req.selection.hostDriver, mode));
-  c.push_back(checkNouveauLoaded(p, s, f.boot));
-  c.push_back(checkGpusPresent(s, f.snapshotError, selp, req.selection));
-  c.push_back(checkGroups(s, selp, mode));
-  c.push_back(checkSriov(s, selp, mode));
-  c.push_back(checkBootVga(p, s, selp, f.boot, mode));
-  c.push_back(checkLargeBars(s, selp, mode));
-  c.push_back(checkFabric(p, s, mode));
-  c.push_back(checkConfidentialComputing(p, s, selp, mode, req.cc));
-
-  std::vector<PciId> targets;
-  if (s && selp) {
-    for (const auto& t : selp->targets) {
-      if (const auto* fn = s->find(t.bdf)) targets.push_back(fn->id);
+  // The mode of each selected GPU: the rules, else req.mode for all.
+  DeviceModes modes;
+  std::vector<std::string> ruleWarnings;
+  if (selp) {
+    if (req.rules.empty()) {
+      modes = uniformModes(*selp, req.mode);
+    } else {
+      auto resolved = resolveModes(*s, *selp, req.mode, req.rules);
+      modes = std::move(resolved.modes);
+      ruleWarnings = std::move(resolved.warnings);
     }
   }
-  auto views = configuredCmdlines(f.boot);
-  views.insert(views.begin(), CmdlineView{"running kernel (/proc/cmdline)", running});
-  c.push_back(
-      checkBootPersistence(mode, f.boot, views, targets, p.kernelConfig, req.selection.hostDriver));
-  c.push_back(checkLockdown(p, mode, req.selection.hostDriver));
+  PreflightReport rep;
+  rep.split = selp ? modeSplit(*selp, modes) : std::map<Mode, int>{};
+  // Rules that put every GPU in one mode make a node of that mode.
+  rep.mode = rep.split.size() == 1 ? rep.split.begin()->first : req.mode;
+  const CheckResult mix = checkModes(s, selp, modes, rep.split, ruleWarnings);
+  auto withMix = [&](std::vector<CheckResult> checks) {
+    auto at = std::find_if(checks.begin(), checks.end(),
+                           [](const CheckResult& c) { return c.id == "iommu.groups"; });
+    checks.insert(at == checks.end() ? at : at + 1, mix);
+    return checks;
+  };
+  if (!rep.mixed()) {
+    rep.checks = withMix(modeChecks(f, req, rep.mode, selp, running));
+    return rep;
+  }
+
+  // A mixed node: every check per mode on that mode's GPUs, merged; the split's own
+  // boot.persistence.
+  std::vector<std::pair<Mode, std::vector<CheckResult>>> per;
+  std::map<Mode, std::vector<PciId>> targets;
+  for (const auto& [m, n] : rep.split) {
+    const Selection part = selectionInMode(*selp, modes, m);
+    per.emplace_back(m, modeChecks(f, req, m, &part, running));
+    targets[m] = targetIds(s, &part);
+  }
+  std::vector<CheckResult> merged;
+  for (size_t i = 0; i < per.front().second.size(); ++i) {
+    std::vector<std::pair<Mode, CheckResult>> one;
+    for (const auto& [m, checks] : per) one.emplace_back(m, checks[i]);
+    if (one.front().second.id == "boot.persistence") {
+      merged.push_back(checkBootPersistenceSplit(targets, f.boot, bootViews(f, running),
+                                                 f.platform.kernelConfig,
+                                                 req.selection.hostDriver));
+    } else {
+      merged.push_back(mergeModes(one));
+    }
+  }
+  rep.checks = withMix(std::move(merged));
   return rep;
 }
 

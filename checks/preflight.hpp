@@ -11,6 +11,7 @@
 //   checks/preflight_modules.*      modules.vfio  modules.vgpu  modules.vgpu-firmware
 //                                   modules.host-driver  modules.nouveau  kernel.lockdown
 //   checks/preflight_gpus.*         gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga  gpu.bars
+//   checks/preflight.cpp            gpu.mode-mix (the modes of a mixed node, drivers/device_rules)
 //   checks/preflight_fabric.*       gpu.fabric (NVSwitches and Fabric Manager)
 //   checks/preflight_cc.*           gpu.cc (confidential computing)
 //   checks/preflight_persistence.*  boot.persistence
@@ -20,17 +21,26 @@
 // Check ids are stable (scripts and the JSON schema checks/preflight.schema.json rely on them):
 //   cpu.virtualization  cpu.kvm  iommu.firmware  iommu.kernel  cmdline.iommu  cmdline.iommu-pt
 //   iommu.interrupt-remapping  iommu.iommufd  modules.vfio  modules.vgpu  modules.vgpu-firmware
-//   modules.host-driver  modules.nouveau  gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga
-//   gpu.bars  gpu.fabric  gpu.cc  boot.persistence  kernel.lockdown
+//   modules.host-driver  modules.nouveau  gpu.present  iommu.groups  gpu.mode-mix  gpu.sriov
+//   gpu.boot-vga  gpu.bars  gpu.fabric  gpu.cc  boot.persistence  kernel.lockdown
 //   image.kernels (image mode only)
+//
+// A mixed node (the config's devices rules give the selected GPUs more than one mode): every
+// check runs once per mode on that mode's GPUs (selectionInMode), and the report keeps one
+// result per id: the worst status of the modes that need the check (SKIP only when none does),
+// the detail prefixed with the mode(s) it comes from ("vm-passthrough: ...") unless every mode
+// found the same. Node-level checks thus ask what the union of the modes needs. boot.persistence
+// judges the split as a whole (checkBootPersistenceSplit); gpu.mode-mix judges the mix.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "drivers/bootconfig.hpp"
+#include "drivers/device_rules.hpp"
 #include "drivers/mode.hpp"
 #include "drivers/platform.hpp"
 #include "drivers/selection.hpp"
@@ -55,10 +65,16 @@ struct PreflightSummary {
 };
 
 struct PreflightReport {
-  Mode mode = Mode::kVmPassthrough;
+  Mode mode = Mode::kVmPassthrough;  // the one mode; on a mixed node the default mode
+  // GPUs per mode (role gpu), modes with GPUs only; more than one entry: a mixed node. Empty on
+  // an image and when no GPU is selected.
+  std::map<Mode, int> split;
   bool image = false;
   std::vector<CheckResult> checks;
 
+  bool mixed() const { return split.size() > 1; }
+  // "vm-passthrough", or "mixed (container: 1, vm-passthrough: 3)".
+  std::string modeText() const;
   PreflightSummary summary() const;
   bool failed() const { return summary().fail > 0; }
   const CheckResult* find(std::string_view id) const;
@@ -69,6 +85,9 @@ struct PreflightRequest {
   Mode mode = Mode::kVmPassthrough;
   SelectionOptions selection;
   CcMode cc = CcMode::kOff;  // confidential computing asked for (config key cc-mode)
+  // The config's devices rules (preflight without --mode): GPUs a rule matches are checked in its
+  // mode, the others in `mode`. Empty: every selected GPU in `mode`.
+  std::vector<DeviceRule> rules{};
 };
 
 // The mode preflight checks: the --mode flag, else the configured mode (etc/hostprep/config.yaml,

@@ -135,4 +135,26 @@ Mode modeOf(const DeviceModes& modes, const Bdf& b, Mode fallback) {
   return it == modes.end() ? fallback : it->second;
 }
 
+Selection selectionInMode(const Selection& sel, const DeviceModes& modes, Mode m) {
+  Selection out;
+  auto in = [&](const Bdf& b) { return modes.count(b) && modes.at(b) == m; };
+  for (const auto& t : sel.targets) {
+    if (in(t.bdf)) out.targets.push_back(t);
+  }
+  for (const auto& p : sel.problems) {
+    if (in(p.gpu)) out.problems.push_back(p);
+  }
+  for (const auto& u : sel.unselectedGpus) {
+    if (in(u.selected)) out.unselectedGpus.push_back(u);
+  }
+  return out;
+}
+
+std::string splitText(const std::map<Mode, int>& split) {
+  std::vector<std::string> parts;
+  for (const auto& [m, n] : split)
+    parts.push_back(std::string(toString(m)) + ": " + std::to_string(n));
+  return join(parts, ", ");
+}
+
 }  // namespace hostprep

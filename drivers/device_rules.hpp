@@ -69,4 +69,11 @@ Status checkGroupModes(const Snapshot& s, const Selection& sel, const DeviceMode
 // The mode of one function; `fallback` when `modes` does not list it.
 Mode modeOf(const DeviceModes& modes, const Bdf& b, Mode fallback);
 
+// The part of a selection in one mode: its targets, and the group problems and unselected GPUs
+// of its GPUs (preflight checks each mode on its own GPUs).
+Selection selectionInMode(const Selection& sel, const DeviceModes& modes, Mode m);
+
+// "container: 1, vm-passthrough: 3"
+std::string splitText(const std::map<Mode, int>& split);
+
 }  // namespace hostprep

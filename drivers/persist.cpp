@@ -4,6 +4,7 @@
 #include <functional>
 #include <set>
 
+#include "drivers/bootconfig.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {
@@ -53,40 +54,88 @@ std::string withInitramfsBlock(std::string_view current, const std::vector<std::
   return out;
 }
 
+VfioIds vfioIdsFor(const Snapshot& s, const Selection& sel, const DeviceModes& modes) {
+  std::set<PciId> passthrough, others;
+  for (const auto& t : sel.targets) {
+    const auto* f = s.find(t.bdf);
+    if (!f) continue;
+    if (modeOf(modes, t.bdf, Mode::kContainer) == Mode::kVmPassthrough) {
+      passthrough.insert(f->id);
+    } else {
+      others.insert(f->id);
+    }
+  }
+  VfioIds v;
+  for (const auto& id : passthrough) (others.count(id) ? v.shared : v.claim).insert(id);
+  return v;
+}
+
 PersistPlan makePersistPlan(
     const Snapshot& s, const Selection& sel, Mode mode,
     const std::function<std::optional<std::string>(std::string_view)>& current) {
+  return makePersistPlan(s, sel, uniformModes(sel, mode), current);
+}
+
+PersistPlan makePersistPlan(
+    const Snapshot& s, const Selection& sel, const DeviceModes& modes,
+    const std::function<std::optional<std::string>(std::string_view)>& current) {
   PersistPlan p;
-  const bool passthrough = mode == Mode::kVmPassthrough;
+  std::vector<const Target*> pt;
+  std::set<Mode> others;
+  for (const auto& t : sel.targets) {
+    const Mode m = modeOf(modes, t.bdf, Mode::kContainer);
+    if (m == Mode::kVmPassthrough) {
+      pt.push_back(&t);
+    } else if (t.role == Role::kGpu) {
+      others.insert(m);
+    }
+  }
+  const bool passthrough = !pt.empty();
+  const bool split = passthrough && !others.empty();
   std::optional<std::string> modprobe, modulesLoad;
   std::vector<std::string> initramfs;
   if (passthrough) {
-    std::set<PciId> ids;
+    const VfioIds ids = vfioIdsFor(s, sel, modes);
     std::set<std::string> softdeps;
-    for (const auto& t : sel.targets) {
-      if (const auto* f = s.find(t.bdf)) {
-        ids.insert(f->id);
-        softdepsFor(*f, softdeps);
-      }
+    for (const auto* t : pt) {
+      if (const auto* f = s.find(t->bdf)) softdepsFor(*f, softdeps);
     }
     // vfio-pci.ids takes every function with the id, selected or not.
     for (const auto& f : s.pci) {
-      if (ids.count(f.id) && !sel.find(f.bdf) && !f.isVf()) {
+      if (ids.claim.count(f.id) && !sel.find(f.bdf) && !f.isVf()) {
         p.warnings.push_back(f.bdf.str() + " (" + toString(f.id) +
                              ") is not selected but shares an id " +
                              "with a selected device: vfio-pci will claim it at boot too");
       }
     }
-    std::vector<std::string> idList;
-    for (const auto& id : ids) idList.push_back(toString(id));
+    std::vector<std::string> claim, shared, otherModes;
+    for (const auto& id : ids.claim) claim.push_back(toString(id));
+    for (const auto& id : ids.shared) shared.push_back(toString(id));
+    for (const auto m : others) otherModes.push_back(std::string(toString(m)));
     std::string m =
-        "# Written by 'hostprep persist --mode vm-passthrough'; removed by any other mode.\n"
-        "# vfio-pci claims the selected GPUs and their companions at boot, before their\n"
-        "# host drivers load.\n";
-    if (!idList.empty()) m += "options vfio-pci ids=" + join(idList, ",") + "\n";
+        split
+            ? "# Written by 'hostprep persist' for the vm-passthrough GPUs of a split node;\n"
+              "# removed when no GPU is in vm-passthrough mode.\n"
+            : "# Written by 'hostprep persist --mode vm-passthrough'; removed by any other mode.\n";
+    m += "# vfio-pci claims the selected GPUs and their companions at boot, before their\n"
+         "# host drivers load.\n";
+    if (!shared.empty()) {
+      m += "# Not in ids= (GPUs in " + join(otherModes, ", ") +
+           " mode share them): " + join(shared, ",") +
+           ";\n# hostprep-prepare.service binds those at boot.\n";
+      p.notes.push_back(
+          "vfio-pci ids=: " + join(shared, ",") + " left out: GPUs in vm-passthrough and " +
+          join(otherModes, ", ") +
+          " mode share them, and vfio-pci would claim every device with these ids at boot; "
+          "hostprep-prepare.service hands the vm-passthrough ones to vfio-pci at boot "
+          "(driver_override) instead: keep it enabled ('systemctl enable " +
+          std::string(kPrepareUnit) + "')");
+    }
+    if (!claim.empty()) m += "options vfio-pci ids=" + join(claim, ",") + "\n";
     for (const auto& d : softdeps) m += "softdep " + d + " pre: vfio-pci\n";
     modprobe = m;
-    std::string l = "# Written by 'hostprep persist --mode vm-passthrough'.\n";
+    std::string l = split ? "# Written by 'hostprep persist'.\n"
+                          : "# Written by 'hostprep persist --mode vm-passthrough'.\n";
     for (const char* mod : kVfioModules) l += std::string(mod) + "\n";
     modulesLoad = l;
     initramfs.assign(std::begin(kVfioModules), std::end(kVfioModules));

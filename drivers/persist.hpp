@@ -7,10 +7,12 @@
 
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "drivers/device_rules.hpp"
 #include "drivers/host.hpp"
 #include "drivers/mode.hpp"
 #include "drivers/selection.hpp"
@@ -34,6 +36,7 @@ struct PersistFile {
 struct PersistPlan {
   std::vector<PersistFile> files;
   std::vector<std::string> warnings;  // e.g. an unselected device sharing a selected id
+  std::vector<std::string> notes;     // e.g. ids left out on a split, and what binds those GPUs
   bool initramfsChanges = false;      // update-initramfs -u is needed
 
   bool noop() const;
@@ -43,8 +46,25 @@ struct PersistPlan {
 // every other line is kept as it is.
 std::string withInitramfsBlock(std::string_view current, const std::vector<std::string>& modules);
 
-// The files for a mode: vm-passthrough writes them, any other mode removes them. `current`
-// reads the files as they are now (nullopt when absent).
+// What `options vfio-pci ids=` may name. vfio-pci adds every listed id as a dynamic id when it
+// loads and so claims every device with it (Linux drivers/vfio/pci/vfio_pci.c, vfio_pci_fill_ids
+// calls pci_add_dynid; modinfo vfio-pci: "ids: Initial PCI IDs to add to the vfio driver"),
+// so on a split an id that functions in vm-passthrough mode share with functions in another mode
+// cannot be listed: vfio-pci would take those too. hostprep-prepare.service then hands the
+// passthrough functions to vfio-pci at boot by driver_override instead.
+struct VfioIds {
+  std::set<PciId> claim;   // ids of vm-passthrough functions that no other selected one has
+  std::set<PciId> shared;  // ids of vm-passthrough functions that a function in another mode has
+};
+VfioIds vfioIdsFor(const Snapshot& s, const Selection& sel, const DeviceModes& modes);
+
+// The files for the modes: when a function is in vm-passthrough mode they are written (ids= for
+// VfioIds::claim only), else removed. `current` reads the files as they are now (nullopt when
+// absent).
+PersistPlan makePersistPlan(
+    const Snapshot& s, const Selection& sel, const DeviceModes& modes,
+    const std::function<std::optional<std::string>(std::string_view)>& current);
+// Every selected function in one mode (persist --mode M).
 PersistPlan makePersistPlan(
     const Snapshot& s, const Selection& sel, Mode mode,
     const std::function<std::optional<std::string>(std::string_view)>& current);

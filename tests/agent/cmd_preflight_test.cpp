@@ -39,12 +39,13 @@ TEST_CASE("preflight: golden JSON for the ready Intel host", "[cli][preflight]")
   if (std::getenv("HOSTPREP_UPDATE_GOLDEN")) std::ofstream(path) << r.out;
   CHECK(r.out == readFile(path));
   auto j = nlohmann::json::parse(r.out);
-  CHECK(j["version"] == 1);
+  CHECK(j["version"] == 2);
   CHECK(j["mode"] == "vm-passthrough");  // the default mode
   CHECK(j["target"] == "host");
   CHECK(j["summary"]["ok"] == true);
   CHECK(j["summary"]["fail"] == 0);
-  CHECK(j["checks"].size() == 22);
+  CHECK(j["checks"].size() == 23);
+  CHECK(j["split"] == nlohmann::json{{"vm-passthrough", 1}});
   // Keys come in the documented order (id, status, title, detail, remedy), not sorted.
   CHECK(
       r.out.find("\"id\": \"cpu.virtualization\",\n      \"status\": \"pass\",\n      \"title\"") !=
@@ -168,7 +169,7 @@ TEST_CASE("preflight on a busybox-like guest and an empty root reports, never cr
         {"preflight", "--root", guest.root().string(), "--mode", mode, "--output", "json"});
     INFO(mode << " " << r.err);
     CHECK(r.exitCode == 1);
-    CHECK(nlohmann::json::parse(r.out)["checks"].size() == 22);
+    CHECK(nlohmann::json::parse(r.out)["checks"].size() == 23);
   }
   Fixture empty;
   auto r = runHostprep({"preflight", "--root", empty.root().string()});
@@ -219,4 +220,80 @@ TEST_CASE("preflight JSON follows checks/preflight.schema.json", "[cli][prefligh
   }
   // Every id the schema names is produced, and nothing else.
   CHECK(seen == schemaIds);
+}
+
+TEST_CASE("preflight without --mode checks the config's split", "[cli][preflight][mixed]") {
+  Fixture fx("preflight-mixed");
+  fx.write("etc/hostprep/config.yaml",
+           "mode: container\n"
+           "devices:\n"
+           "  - match: {bdf: \"0000:3b:00.0\"}\n"
+           "    mode: vm-passthrough\n");
+  SECTION("text: the header and the summary name the split") {
+    auto r = runHostprep({"--root", fx.root().string(), "preflight"});
+    INFO(r.out << r.err);
+    CHECK(r.exitCode == 0);
+    CHECK_THAT(r.out, Catch::StartsWith("preflight for mixed (container: 4, vm-passthrough: 1) on "
+                                        "host " +
+                                        fx.root().string() + "\n"));
+    CHECK_THAT(r.out, Catch::Contains("PASS  GPU modes on one node "));
+    CHECK_THAT(r.out, Catch::EndsWith(": ready for mixed (container: 4, vm-passthrough: 1)\n"));
+  }
+  SECTION("JSON: mode mixed, the split, one result per id") {
+    auto r = runHostprep({"--root", fx.root().string(), "preflight", "--output", "json"});
+    INFO(r.out << r.err);
+    CHECK(r.exitCode == 0);
+    auto j = nlohmann::json::parse(r.out);
+    CHECK(j["version"] == 2);
+    CHECK(j["mode"] == "mixed");
+    CHECK(j["split"] == nlohmann::json{{"container", 4}, {"vm-passthrough", 1}});
+    CHECK(j["checks"].size() == 23);
+    std::set<std::string> ids;
+    for (const auto& c : j["checks"]) ids.insert(c["id"].get<std::string>());
+    CHECK(ids.size() == 23);
+    CHECK(j["checks"][15]["id"] == "gpu.mode-mix");
+    CHECK(j["checks"][15]["status"] == "pass");
+    CHECK(j["checks"][14]["id"] == "iommu.groups");
+    CHECK(j["checks"][14]["detail"] == "vm-passthrough: 0000:3b:00.0: group 30 (2 functions)");
+    // Key order: version, mode, split, target.
+    CHECK(r.out.find("\"mode\": \"mixed\",\n  \"split\": {\n    \"container\": 4,") !=
+          std::string::npos);
+  }
+  SECTION("--mode M keeps its meaning: every selected GPU in M") {
+    auto r = runHostprep({"--root", fx.root().string(), "preflight", "--mode", "vm-passthrough",
+                          "--output", "json"});
+    CHECK(r.exitCode == 1);  // the L4 shares its group with a NIC
+    auto j = nlohmann::json::parse(r.out);
+    CHECK(j["mode"] == "vm-passthrough");
+    CHECK(j["split"] == nlohmann::json{{"vm-passthrough", 5}});
+    CHECK(j["checks"][15]["status"] == "skip");
+    CHECK(j["checks"][15]["detail"] ==
+          "not a mixed node: every selected GPU in vm-passthrough mode");
+    CHECK(j["checks"][14]["status"] == "fail");
+  }
+  SECTION("a refused mix exits 1 with the reason") {
+    fx.write("etc/hostprep/config.yaml",
+             "mode: container\n"
+             "devices:\n"
+             "  - match: {model: \"10de:26b9\"}\n"
+             "    mode: vm-vgpu\n");
+    auto r = runHostprep({"--root", fx.root().string(), "preflight"});
+    CHECK(r.exitCode == 1);
+    CHECK_THAT(r.out,
+               Catch::Contains("FAIL  GPU modes on one node            devices: container and "
+                               "vm-vgpu cannot share a node"));
+    CHECK_THAT(r.out, Catch::Contains("      remedy: mix container with vm-passthrough, or "
+                                      "vm-passthrough with vm-vgpu\n"));
+  }
+  SECTION("a config error in the rules exits 2") {
+    fx.write("etc/hostprep/config.yaml",
+             "mode: container\n"
+             "devices:\n"
+             "  - match: {slot: 3}\n"
+             "    mode: vm-passthrough\n");
+    auto r = runHostprep({"--root", fx.root().string(), "preflight"});
+    CHECK(r.exitCode == 2);
+    CHECK(r.out.empty());
+    CHECK_THAT(r.err, Catch::Contains("slot"));
+  }
 }

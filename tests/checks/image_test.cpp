@@ -141,6 +141,12 @@ TEST_CASE("image roots: BLS entries, kernel-install, intremap=off, no kernel",
     Fixture empty;
     auto r = imageOn(empty, Mode::kVmVgpu);
     CHECK(r.failed());
-    CHECK(r.checks.size() == 23);
+    CHECK(r.checks.size() == 24);
+    // The devices rules need PCI devices: an image reports the mix check as not checkable.
+    const auto* mix = r.find("gpu.mode-mix");
+    REQUIRE(mix);
+    CHECK(mix->status == CheckStatus::kSkip);
+    CHECK(mix->detail ==
+          "an image has no PCI devices to resolve the config's devices rules against");
   }
 }

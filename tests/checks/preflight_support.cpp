@@ -9,7 +9,8 @@ namespace hostprep::test {
 
 namespace {
 
-PreflightReport run(const Fixture& fx, Mode mode, const SelectionOptions& sel, bool scoped) {
+PreflightReport run(const Fixture& fx, const PreflightRequest& req, bool scoped) {
+  const SelectionOptions& sel = req.selection;
   FakeKernel k(fx.root());
   FakeModules mods(k);
   auto snap = scoped ? readSnapshot(k, [&](const PciFunction& f) { return maySelect(f, sel); })
@@ -19,7 +20,7 @@ PreflightReport run(const Fixture& fx, Mode mode, const SelectionOptions& sel, b
   const BootConfig boot = readBootConfig(k);
   HostFacts facts{snap ? &*snap : nullptr, snap ? "" : snap.error().describe(), platform, boot,
                   readTrimmed(k, "proc/cmdline").value_or("")};
-  auto r = preflightHost(facts, PreflightRequest{mode, sel});
+  auto r = preflightHost(facts, req);
   REQUIRE(r);
   return *r;
 }
@@ -27,11 +28,18 @@ PreflightReport run(const Fixture& fx, Mode mode, const SelectionOptions& sel, b
 }  // namespace
 
 PreflightReport preflightOn(const Fixture& fx, Mode mode, SelectionOptions sel) {
-  return run(fx, mode, sel, true);
+  return run(fx, PreflightRequest{mode, sel}, true);
+}
+
+PreflightReport preflightWithRules(const Fixture& fx, Mode defaultMode,
+                                   const std::vector<DeviceRule>& rules, SelectionOptions sel) {
+  PreflightRequest req{defaultMode, sel};
+  req.rules = rules;
+  return run(fx, req, true);
 }
 
 PreflightReport preflightOnFullSnapshot(const Fixture& fx, Mode mode, SelectionOptions sel) {
-  return run(fx, mode, sel, false);
+  return run(fx, PreflightRequest{mode, sel}, false);
 }
 
 CheckResult check(const PreflightReport& r, std::string_view id) {

@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "checks/preflight.hpp"
 #include "tests/support/fixture.hpp"
@@ -14,6 +15,11 @@ namespace hostprep::test {
 PreflightReport preflightOn(const Fixture& fx, Mode mode, SelectionOptions sel = {});
 // The same on a full snapshot (every attribute of every function).
 PreflightReport preflightOnFullSnapshot(const Fixture& fx, Mode mode, SelectionOptions sel = {});
+
+// A mixed node: `defaultMode` for the GPUs no rule matches, the rules' modes for the others (as
+// cmdPreflight runs without --mode on a config with devices rules).
+PreflightReport preflightWithRules(const Fixture& fx, Mode defaultMode,
+                                   const std::vector<DeviceRule>& rules, SelectionOptions sel = {});
 
 // One check of a report, by id (a copy, so that check(preflightOn(...), id) outlives the report);
 // fails the test when the report lacks it.

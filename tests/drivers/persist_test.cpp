@@ -85,3 +85,47 @@ TEST_CASE("persist warns when vfio-pci.ids would also take an unselected GPU", "
   REQUIRE(p.warnings.size() == 2);
   CHECK_THAT(p.warnings[0], Catch::StartsWith("0000:86:00.0 (10de:2236) is not selected"));
 }
+
+TEST_CASE("on a split the modprobe.d file names only ids no other mode has", "[persist][mixed]") {
+  Fixture fx("two-a10");
+  RootHost host(fx.root());
+  auto snap = readSnapshot(host);
+  REQUIRE(snap);
+  auto sel = selectDevices(*snap, {});
+  REQUIRE(sel);
+  auto modes = uniformModes(*sel, Mode::kContainer);
+  auto none = [](std::string_view) { return std::optional<std::string>(); };
+  SECTION("twins in two modes: every id is shared, no ids= line, a note") {
+    modes[*parseBdf("0000:3b:00.0")] = Mode::kVmPassthrough;
+    modes[*parseBdf("0000:3b:00.1")] = Mode::kVmPassthrough;
+    auto ids = vfioIdsFor(*snap, *sel, modes);
+    CHECK(ids.claim.empty());
+    CHECK(ids.shared == std::set<PciId>{*parsePciId("10de:2236"), *parsePciId("10de:1aef")});
+    auto p = makePersistPlan(*snap, *sel, modes, none);
+    REQUIRE(p.files[0].content);
+    CHECK(*p.files[0].content ==
+          "# Written by 'hostprep persist' for the vm-passthrough GPUs of a split node;\n"
+          "# removed when no GPU is in vm-passthrough mode.\n"
+          "# vfio-pci claims the selected GPUs and their companions at boot, before their\n"
+          "# host drivers load.\n"
+          "# Not in ids= (GPUs in container mode share them): 10de:1aef,10de:2236;\n"
+          "# hostprep-prepare.service binds those at boot.\n"
+          "softdep nouveau pre: vfio-pci\n"
+          "softdep nvidia pre: vfio-pci\n"
+          "softdep nvidiafb pre: vfio-pci\n"
+          "softdep snd_hda_intel pre: vfio-pci\n");
+    REQUIRE(p.notes.size() == 1);
+    CHECK_THAT(p.notes[0], Catch::StartsWith("vfio-pci ids=: 10de:1aef,10de:2236 left out"));
+  }
+  SECTION("every GPU in one mode: the ids as before, no note") {
+    auto p = makePersistPlan(*snap, *sel, uniformModes(*sel, Mode::kVmPassthrough), none);
+    REQUIRE(p.files[0].content);
+    CHECK_THAT(*p.files[0].content, Catch::Contains("options vfio-pci ids=10de:1aef,10de:2236\n"));
+    CHECK(p.notes.empty());
+  }
+  SECTION("no GPU in vm-passthrough: the files go") {
+    auto p = makePersistPlan(*snap, *sel, modes, none);
+    CHECK_FALSE(p.files[0].content);
+    CHECK(p.notes.empty());
+  }
+}
