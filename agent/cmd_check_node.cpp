@@ -1,5 +1,6 @@
 // hostprep check-node: read the cluster's documents, run the pure checker, print the findings.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,6 +36,17 @@ Result<std::vector<Document>> load(const std::string& path) {
   return parseDocuments(*text, displayName(path));
 }
 
+// Asks the kernel to back a large buffer with transparent huge pages (madvise(2) MADV_HUGEPAGE;
+// Documentation/admin-guide/mm/transhuge.rst): filling 68 MB then takes a few dozen page faults
+// instead of some 17,000, which on a virtual machine cost more than copying the bytes. Only the
+// whole 4 KiB pages inside the buffer are advised; a kernel without THP ignores it (EINVAL).
+void adviseHugePages(char* data, size_t size) {
+  constexpr uintptr_t kPage = 4096;
+  const auto begin = (reinterpret_cast<uintptr_t>(data) + kPage - 1) & ~(kPage - 1);
+  const auto end = (reinterpret_cast<uintptr_t>(data) + size) & ~(kPage - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
 // A node input: a regular file is read into a buffer reserved once from its size, with room for
 // simdjson's padding, so a NodeList of 68 MB is held once, not copied while it grows. Anything
 // else, or a file that fails on the way, is read by readInput (which words the error).
@@ -46,6 +58,7 @@ Result<std::vector<Document>> loadNodes(const std::string& path) {
       static_cast<size_t>(st.st_size) <= kMaxInput) {
     if (int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
       text.reserve(static_cast<size_t>(st.st_size) + kJsonPadding);
+      adviseHugePages(text.data(), text.capacity());
       char buf[1 << 16];
       for (;;) {
         ssize_t n = ::read(fd, buf, sizeof buf);
