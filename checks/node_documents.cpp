@@ -162,7 +162,15 @@ size_t scanString(const char* p, const char* end, std::string* out) {
 // falls back to nlohmann, which then reports the error in its words (or reads the text).
 class Reader {
  public:
-  explicit Reader(const std::string& text) : end_(text.data() + text.size()) {}
+  explicit Reader(const std::string& text)
+      : end_(text.data() + text.size()),
+        escapes_(std::memchr(text.data(), '\\', text.size()) != nullptr) {}
+
+  // Whether the string whose text starts at raw is one nlohmann reads. simdjson's stage 1 already
+  // rejected a text with invalid UTF-8 or a byte below U+0020 inside a string (UTF8_ERROR,
+  // UNESCAPED_CHARS: simdjson/simdjson, include/simdjson/error.h), so in a text without a single
+  // backslash every string is valid and none needs scanning.
+  bool valid(const char* raw) const { return !escapes_ || scanString(raw, end_, nullptr) != kBad; }
 
   // A key (field.key().raw()) decoded into key_.
   bool key(const od::field& f) {
@@ -174,7 +182,7 @@ class Reader {
   bool string(od::value& v, std::string* out) {
     od::raw_json_string r;
     if (v.get_raw_json_string().get(r)) return false;
-    return scanString(r.raw(), end_, out) != kBad;
+    return out ? scanString(r.raw(), end_, out) != kBad : valid(r.raw());
   }
 
   // A number as nlohmann reads it: an integer literal without '-' is unsigned, one with '-'
@@ -210,11 +218,12 @@ class Reader {
         if (out) *out = json::object();
         for (auto fr : o) {
           od::field f;
-          if (std::move(fr).get(f) || !key(f)) return false;
-          if (!out) {
-            if (!value(f.value(), nullptr)) return false;
+          if (std::move(fr).get(f)) return false;
+          if (!out) {  // the key validated, not decoded: nothing reads it
+            if (!valid(f.key().raw()) || !value(f.value(), nullptr)) return false;
             continue;
           }
+          if (!key(f)) return false;
           json member;
           std::string k = key_;
           if (!value(f.value(), &member)) return false;
@@ -418,6 +427,7 @@ class Reader {
   }
 
   const char* end_;
+  bool escapes_;  // the text holds a backslash
   std::string key_;
 };
 
