@@ -4,6 +4,8 @@
 #include <simdjson.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "checks/documents.hpp"
@@ -65,6 +67,19 @@ void appendUtf8(std::string& out, unsigned long cp) {
   }
 }
 
+// Whether any of the 8 bytes at p is a quote, a backslash or below U+0020: what scanString stops
+// at. The bit tricks are "determine if a word has a byte less than n" (exact for n <= 128) and
+// "has a zero byte" of Sean Eron Anderson's Bit Twiddling Hacks
+// (graphics.stanford.edu/~seander/bithacks.html).
+bool special8(const char* p) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+  uint64_t w;
+  std::memcpy(&w, p, sizeof w);
+  const auto hasZero = [](uint64_t x) { return (x - kOnes) & ~x & kHigh; };
+  const uint64_t below = (w - kOnes * 0x20) & ~w & kHigh;
+  return (below | hasZero(w ^ (kOnes * '"')) | hasZero(w ^ (kOnes * '\\'))) != 0;
+}
+
 // The string whose text starts at p (just past its opening quote), checked by the rules
 // nlohmann::json's lexer applies (RFC 8259 section 7): no control character below U+0020, only
 // the escapes \" \\ \/ \b \f \n \r \t \uXXXX, a \u surrogate only as a high-low pair. simdjson
@@ -74,6 +89,8 @@ size_t scanString(const char* p, const char* end, std::string* out) {
   const char* s = p;
   const char* plain = p;  // the start of the run not yet copied to out
   while (s < end) {
+    while (end - s >= 8 && !special8(s)) s += 8;  // the plain run, a word at a time
+    if (s >= end) break;
     const auto c = static_cast<unsigned char>(*s);
     if (c == '"') {
       if (out) out->append(plain, static_cast<size_t>(s - plain));
@@ -145,7 +162,15 @@ size_t scanString(const char* p, const char* end, std::string* out) {
 // falls back to nlohmann, which then reports the error in its words (or reads the text).
 class Reader {
  public:
-  explicit Reader(const std::string& text) : end_(text.data() + text.size()) {}
+  explicit Reader(const std::string& text)
+      : end_(text.data() + text.size()),
+        escapes_(std::memchr(text.data(), '\\', text.size()) != nullptr) {}
+
+  // Whether the string whose text starts at raw is one nlohmann reads. simdjson's stage 1 already
+  // rejected a text with invalid UTF-8 or a byte below U+0020 inside a string (UTF8_ERROR,
+  // UNESCAPED_CHARS: simdjson/simdjson, include/simdjson/error.h), so in a text without a single
+  // backslash every string is valid and none needs scanning.
+  bool valid(const char* raw) const { return !escapes_ || scanString(raw, end_, nullptr) != kBad; }
 
   // A key (field.key().raw()) decoded into key_.
   bool key(const od::field& f) {
@@ -157,7 +182,7 @@ class Reader {
   bool string(od::value& v, std::string* out) {
     od::raw_json_string r;
     if (v.get_raw_json_string().get(r)) return false;
-    return scanString(r.raw(), end_, out) != kBad;
+    return out ? scanString(r.raw(), end_, out) != kBad : valid(r.raw());
   }
 
   // A number as nlohmann reads it: an integer literal without '-' is unsigned, one with '-'
@@ -193,11 +218,12 @@ class Reader {
         if (out) *out = json::object();
         for (auto fr : o) {
           od::field f;
-          if (std::move(fr).get(f) || !key(f)) return false;
-          if (!out) {
-            if (!value(f.value(), nullptr)) return false;
+          if (std::move(fr).get(f)) return false;
+          if (!out) {  // the key validated, not decoded: nothing reads it
+            if (!valid(f.key().raw()) || !value(f.value(), nullptr)) return false;
             continue;
           }
+          if (!key(f)) return false;
           json member;
           std::string k = key_;
           if (!value(f.value(), &member)) return false;
@@ -401,6 +427,7 @@ class Reader {
   }
 
   const char* end_;
+  bool escapes_;  // the text holds a backslash
   std::string key_;
 };
 

@@ -205,6 +205,54 @@ std::optional<PciFunction> readLightFunction(const Host& host, const Bdf& bdf) {
   return f;
 }
 
+// The VFs a function's virtfn<N> links name (drivers/pci/iov.c pci_iov_sysfs_link), by N; empty
+// for a function that is not an enabled SR-IOV PF. One readlink of virtfn0 decides, so a function
+// without VFs costs one failed system call.
+std::vector<Bdf> readVirtfns(const Host& host, const Bdf& bdf) {
+  const std::string dir = pciDevicePath(bdf);
+  if (!host.readLink(hostPath(dir, "virtfn0"))) return {};
+  auto entries = host.list(dir);
+  if (!entries) return {};
+  std::vector<std::pair<uint64_t, Bdf>> byIndex;
+  for (const auto& name : *entries) {
+    if (!startsWith(name, "virtfn")) continue;
+    auto n = parseUnsigned(std::string_view(name).substr(6));
+    auto vf = readLinkName(host, hostPath(dir, name));
+    if (!n || !vf) continue;
+    if (auto b = parseBdf(*vf)) byIndex.emplace_back(*n, *b);
+  }
+  std::sort(byIndex.begin(), byIndex.end());
+  std::vector<Bdf> out;
+  for (const auto& [n, b] : byIndex) out.push_back(b);
+  return out;
+}
+
+// The light attributes of a PF's VFs without opening their files: the kernel gives every VF the
+// PF's vendor, the VF device id of the PF's SR-IOV capability and the class it read from the first
+// VF (drivers/pci/iov.c pci_iov_add_virtfn and pci_read_vf_config_common; drivers/pci/probe.c
+// pci_class() returns physfn->sriov->class for a VF). So the first VF is read light and the
+// others copy it; only each VF's driver link is read. Functions keyed by BDF in `into`.
+void readVfsLight(const Host& host, const Bdf& pf, const std::vector<Bdf>& vfs,
+                  std::map<Bdf, PciFunction>& into) {
+  std::optional<PciFunction> first;
+  for (const auto& vf : vfs) {
+    if (into.count(vf)) continue;
+    if (!first) {
+      first = readLightFunction(host, vf);
+      if (!first) continue;  // gone: read as any other listed function, if listed
+      into.emplace(vf, *first);
+      continue;
+    }
+    PciFunction f;
+    f.bdf = vf;
+    f.id = first->id;
+    f.classCode = first->classCode;
+    f.physfn = pf;
+    f.driver = readLinkName(host, hostPath(pciDevicePath(vf), "driver"));
+    into.emplace(vf, std::move(f));
+  }
+}
+
 // The rest of readSnapshot: groups, modules, drivers, kernel, command line, root disk.
 void readHostWide(const Host& host, Snapshot& s) {
   readModulesAndDrivers(host, s);
@@ -263,25 +311,48 @@ Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole) {
   if (!devices) return readSnapshot(host);  // the same error, with its advice
   Snapshot s;
   const std::set<Bdf> locked = pendingUnbinds(host);
+  // A VF's routing ID is its PF's plus a positive offset (PCIe SR-IOV, First VF Offset), so in BDF
+  // order a PF comes before its VFs: each PF's VFs are known (read light at once) before they are
+  // reached. A VF whose PF did not name it is read as any function.
+  std::vector<Bdf> listed;
   for (const auto& name : *devices) {
-    auto bdf = parseBdf(name);
-    if (!bdf) continue;
-    if (auto f = readLightFunction(host, *bdf)) s.pci.push_back(std::move(*f));
+    if (auto bdf = parseBdf(name)) listed.push_back(*bdf);
+  }
+  std::sort(listed.begin(), listed.end());
+  s.pci.reserve(listed.size());
+  // 1. The picked functions, whole (a picked PF at once: its virtfn links name its VFs).
+  std::set<Bdf> done;
+  std::vector<Bdf> picked;
+  std::map<Bdf, PciFunction> vfs;
+  for (const auto& bdf : listed) {
+    if (auto known = vfs.extract(bdf)) {
+      s.pci.push_back(std::move(known.mapped()));
+      continue;
+    }
+    auto f = readLightFunction(host, bdf);
+    if (!f) continue;
+    const bool pick = whole(*f);
+    if (pick) picked.push_back(bdf);
+    if (pick && !f->physfn) {
+      if (auto w = readPciFunction(host, bdf, locked.count(bdf) != 0)) {
+        done.insert(bdf);
+        f = std::move(w);
+      }
+      readVfsLight(host, bdf, f->virtfns, vfs);
+    } else if (!f->physfn) {
+      readVfsLight(host, bdf, readVirtfns(host, bdf), vfs);
+    }
+    s.pci.push_back(std::move(*f));
   }
   std::sort(s.pci.begin(), s.pci.end(), [](auto& a, auto& b) { return a.bdf < b.bdf; });
 
-  // 1. The picked functions, whole. 2. Their groups' members and their consumers, whole.
-  std::set<Bdf> done;
+  // 2. Their groups' members and their consumers, whole.
   auto readWhole = [&](const Bdf& bdf) {
     if (!done.insert(bdf).second) return;
     PciFunction* known = s.find(bdf);
     if (!known) return;
     if (auto f = readPciFunction(host, bdf, locked.count(bdf) != 0)) *known = std::move(*f);
   };
-  std::vector<Bdf> picked;
-  for (const auto& f : s.pci) {
-    if (whole(f)) picked.push_back(f.bdf);
-  }
   for (const auto& b : picked) readWhole(b);
   std::set<int> wanted;
   std::vector<Bdf> reached;

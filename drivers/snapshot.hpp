@@ -49,9 +49,11 @@ using WholeFunction = std::function<bool(const PciFunction& light)>;
 // may select). Every function is listed and read light; `whole` picks those read whole, and with
 // them the members of their IOMMU groups and their consumers (what a selection reaches). Of the
 // other functions only the light attributes are set; iommuGroups names every group, with members
-// listed only for the groups of whole functions (the others are empty). On 16 GPUs with 255 VFs
-// each this reads 5 attributes of a VF instead of 14 and a directory listing, and 16 group
-// directories instead of 4,098. A group of a whole function that is not listed, or lists no
+// listed only for the groups of whole functions (the others are empty). A PF's VFs are found from
+// its virtfn links: the first VF is read light, the others take its id and class (the kernel
+// gives all VFs of a PF the same ones) and only their driver link is read. On 16 GPUs with 255
+// VFs each this reads one link of a VF instead of 14 attributes and a directory listing, and 16
+// group directories instead of 4,098. A group of a whole function that is not listed, or lists no
 // member (groupMembers() then matches every function's iommu_group link), falls back to
 // readSnapshot(host).
 Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole);

@@ -156,6 +156,24 @@ TEST_CASE("parseNodeDocuments: unusual but valid JSON reads as nlohmann reads it
   }
 }
 
+TEST_CASE("parseNodeDocuments: a quote, escape or control byte is found at every offset of a word",
+          "[documents][check-node]") {
+  // Strings are scanned 8 bytes at a time: put each byte that ends a plain run at each position
+  // of the first words of a long label value, and of a node's name.
+  for (size_t at = 0; at < 20; ++at) {
+    const std::string before(at, 'a'), after(20 - at, 'b');
+    for (const std::string special :
+         {"\\\"", "\\n", "\\u00e9", "\\\\", "\x01", "\x1f", "\t", "\\q", "\xc3\xa9", "\x7f"}) {
+      const std::string value = before + special + after;
+      INFO("offset " << at);
+      bothAgree(
+          R"({"items": [{"metadata": {"name": "n1", "labels": {"nvidia.com/gpu.workload.config": ")" +
+          value + R"("}}}]})");
+      bothAgree(R"({"items": [{"metadata": {"name": ")" + value + R"("}}]})");
+    }
+  }
+}
+
 TEST_CASE("parseNodeDocuments: YAML and JSON arrays go to parseDocuments", "[documents]") {
   auto y = parseNodeDocuments("kind: Node\nmetadata:\n  name: a\n", "nodes.yaml");
   REQUIRE(y);

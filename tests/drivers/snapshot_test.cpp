@@ -263,6 +263,48 @@ TEST_CASE("a scoped snapshot reads SR-IOV VFs light and their GPU whole", "[snap
   CHECK(scoped->find(*parseBdf("0000:80:00.0"))->virtfns.size() == 4);
 }
 
+TEST_CASE("a scoped snapshot takes a PF's VFs from its virtfn links and opens only the first",
+          "[snapshot]") {
+  // An A10 with 4 VFs; the first VF's class differs from the PF's (the kernel reads the VFs'
+  // class from the first VF). The files of VFs 2-4 are removed: only their driver link is read.
+  std::string yaml =
+      "kernel: 6.1.0-test-amd64\n"
+      "devices:\n"
+      "  - {bdf: \"0000:80:00.0\", id: \"10de:2236\", class: \"030200\", driver: nvidia, "
+      "group: 10, sriov: {total: 4, num: 4, offset: 1, stride: 1}}\n";
+  for (int v = 0; v < 4; ++v) {
+    yaml += "  - {bdf: \"0000:80:00." + std::to_string(v + 1) +
+            "\", id: \"10de:" + (v == 0 ? "2237" : "ffff") + "\", class: \"" +
+            (v == 0 ? "030000" : "ff0000") + "\", group: " + std::to_string(11 + v) +
+            ", physfn: \"0000:80:00.0\", vf_index: " + std::to_string(v) + "}\n";
+  }
+  Fixture fx(Fixture::HostYaml{yaml});
+  for (int v = 2; v <= 4; ++v) {
+    const std::string dir = "sys/bus/pci/devices/0000:80:00." + std::to_string(v) + "/";
+    for (const char* name : {"vendor", "device", "class", "physfn"})
+      std::filesystem::remove(fx.path(dir + name));
+  }
+  std::filesystem::create_directory_symlink("../../../bus/pci/drivers/vfio-pci",
+                                            fx.path("sys/bus/pci/devices/0000:80:00.3/driver"));
+  RootHost host(fx.root());
+  auto scoped = readSnapshot(host, mayBeGpu());
+  REQUIRE(scoped);
+  REQUIRE(scoped->pci.size() == 5);
+  for (int v = 1; v <= 4; ++v) {
+    const Bdf vf = *parseBdf("0000:80:00." + std::to_string(v));
+    INFO(vf.str());
+    const auto* f = scoped->find(vf);
+    REQUIRE(f);
+    PciFunction expect;
+    expect.bdf = vf;
+    expect.id = {0x10de, 0x2237};
+    expect.classCode = 0x030000;
+    expect.physfn = *parseBdf("0000:80:00.0");
+    if (v == 3) expect.driver = "vfio-pci";
+    CHECK(*f == expect);
+  }
+}
+
 TEST_CASE("a scoped snapshot falls back to a full read when a reached group is not listed",
           "[snapshot]") {
   Fixture fx("two-a10");
