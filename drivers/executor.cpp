@@ -325,17 +325,28 @@ Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const A
 
 namespace {
 
-// The device steps of a plan, split into lanes that may run at the same time: one lane per IOMMU
-// group (functions of one group move in plan order, GPU before companions), since the slow part
-// of a switch is the driver's remove() and devices in different groups do not wait on each other.
+// The device steps of a plan, split into lanes that may run at the same time, since the slow part
+// of a switch is the driver's remove() and devices in different groups do not wait on each other:
+// one lane per IOMMU group (functions of one group move in plan order, GPU before companions), or
+// one per function in a group whose every changing member goes to a VFIO driver. vfio-pci binds a
+// device whatever its group's other members are bound to; the group only becomes usable once all
+// of them are on a vfio driver or on none (Documentation/driver-api/vfio.rst, "Groups, Devices,
+// and IOMMUs": a group is "viable"), which the group checks after every lane verify. So a
+// companion's unbind need not wait for the GPU's remove(). Moves to host drivers keep the
+// group's order.
 std::vector<std::vector<size_t>> deviceLanes(const Plan& plan) {
+  std::set<int> toHost;  // groups with a member moving to a non-VFIO driver
+  for (const auto& mv : plan.moves) {
+    if (mv.changes && mv.group && !isVfioDriver(mv.toDriver)) toHost.insert(*mv.group);
+  }
   std::map<std::string, std::vector<size_t>> lanes;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& st = plan.steps[i];
     if (!st.bdf) continue;
     std::string key = st.bdf->str();
     for (const auto& mv : plan.moves) {
-      if (mv.bdf == *st.bdf && mv.group) key = "group " + std::to_string(*mv.group);
+      if (mv.bdf == *st.bdf && mv.group && toHost.count(*mv.group))
+        key = "group " + std::to_string(*mv.group);
     }
     lanes[key].push_back(i);
   }

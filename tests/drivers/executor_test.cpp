@@ -2,8 +2,10 @@
 // recover; driver moves in lanes, SR-IOV VFs and vGPU devices on both interfaces; holders.
 #include "drivers/executor.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <thread>
 
 #include "drivers/journal.hpp"
 #include "drivers/snapshot.hpp"
@@ -62,6 +64,77 @@ TEST_CASE("groups move in parallel lanes, and serially when asked", "[switcher]"
     REQUIRE(applyPlan(r.k, r.plan(Mode::kContainer), r.opt));
     CHECK(r.fx.deviceState() == before);
   }
+}
+
+namespace {
+
+// The fake kernel with one slow remove(): an unbind of `bdf` takes `delay` before it happens.
+class SlowRemove final : public Host {
+ public:
+  SlowRemove(FakeKernel& k, std::string bdf, std::chrono::milliseconds delay)
+      : k_(k), bdf_(std::move(bdf)), delay_(delay) {}
+  const std::filesystem::path& root() const override { return k_.root(); }
+  Result<std::string> read(std::string_view p, size_t cap) const override {
+    return k_.read(p, cap);
+  }
+  Result<std::string> readLink(std::string_view p) const override { return k_.readLink(p); }
+  Result<std::vector<std::string>> list(std::string_view d) const override { return k_.list(d); }
+  bool exists(std::string_view p) const override { return k_.exists(p); }
+  Result<FileOwnership> ownership(std::string_view p) const override { return k_.ownership(p); }
+  Result<std::string> readAttr(std::string_view p, std::chrono::milliseconds t) const override {
+    return k_.readAttr(p, t);
+  }
+  Status writeAttr(std::string_view p, std::string_view data,
+                   std::optional<std::chrono::milliseconds> t) override {
+    if (p.ends_with("/unbind") && data == bdf_) std::this_thread::sleep_for(delay_);
+    return k_.writeAttr(p, data, t);
+  }
+  Status writeFileAtomic(std::string_view p, std::string_view data, mode_t mode) override {
+    return k_.writeFileAtomic(p, data, mode);
+  }
+  Status makeDirs(std::string_view p, mode_t mode) override { return k_.makeDirs(p, mode); }
+  Status removeFile(std::string_view p) override { return k_.removeFile(p); }
+  Result<FileLock> tryLock(std::string_view p) override { return k_.tryLock(p); }
+
+ private:
+  FakeKernel& k_;
+  std::string bdf_;
+  std::chrono::milliseconds delay_;
+};
+
+}  // namespace
+
+TEST_CASE("a companion moving to vfio does not wait for its GPU's remove()", "[switcher]") {
+  // The GPU's remove() takes half a second; its audio companion, in the same IOMMU group, moves
+  // in a lane of its own and is on vfio-pci long before the GPU is.
+  Rig r("two-a10");
+  Plan p = r.plan(Mode::kVmPassthrough);
+  SlowRemove slow(r.kernel, "0000:3b:00.0", std::chrono::milliseconds(500));
+  Kernel k{slow, r.modules};
+  std::vector<std::string> moved;
+  r.opt.onDevice = [&](const DeviceMove& mv, const Status& s) {
+    CHECK(s.ok());
+    moved.push_back(mv.bdf.str());
+  };
+  REQUIRE(applyPlan(k, p, r.opt));
+  REQUIRE(moved.size() == 4);
+  CHECK(moved.back() == "0000:3b:00.0");
+  for (const char* b : kA10) CHECK(r.driver(b) == std::optional<std::string>("vfio-pci"));
+  CHECK(r.kernel.exists("dev/vfio/30"));
+}
+
+TEST_CASE("a group moving back to host drivers keeps its order: GPU, then companion",
+          "[switcher]") {
+  Rig r("passthrough-done");
+  Plan p = r.plan(Mode::kContainer);
+  SlowRemove slow(r.kernel, "0000:3b:00.0", std::chrono::milliseconds(300));
+  Kernel k{slow, r.modules};
+  std::vector<std::string> moved;
+  r.opt.onDevice = [&](const DeviceMove& mv, const Status&) { moved.push_back(mv.bdf.str()); };
+  REQUIRE(applyPlan(k, p, r.opt));
+  auto at = [&](const char* b) { return std::find(moved.begin(), moved.end(), b) - moved.begin(); };
+  CHECK(at("0000:3b:00.0") < at("0000:3b:00.1"));
+  CHECK(r.driver("0000:3b:00.1") == std::optional<std::string>("snd_hda_intel"));
 }
 
 TEST_CASE("an already prepared node is a no-op", "[switcher]") {
