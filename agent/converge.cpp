@@ -62,6 +62,17 @@ void remember(Host& host, const ConvergeOptions& opt, const Plan& plan) {
     spdlog::warn("{}", s.error().describe());
 }
 
+// The snapshot a run plans from: every function light (id, class, driver, physfn), and whole
+// only what a selection can reach: the functions it may pick as GPUs or NVSwitches, every VF (a
+// plan tears VFs and vGPU devices down, and vfsInUse reads their drivers), and the members of
+// their IOMMU groups and their consumers (the companions, and what makes a group unsafe).
+// selectDevices, makePlan and vfsInUse read nothing else; on a host of a few dozen functions
+// this skips most of the reads of the NICs, disks and bridges that never move.
+Result<Snapshot> readPrepareSnapshot(const Host& host, const SelectionOptions& selection) {
+  return readSnapshot(
+      host, [&](const PciFunction& f) { return maySelect(f, selection) || f.physfn.has_value(); });
+}
+
 }  // namespace
 
 std::string modeSummary(const std::map<Mode, int>& split, Mode fallback) {
@@ -127,20 +138,20 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
 
   clock.lap("lock and journal");
 
-  // 3. Read the host, once, as the recovery left it.
-  auto snap = readSnapshot(host);
-  if (!snap) return failed(snap.error());
-  c.snapshot = *snap;
-
-  clock.lap("read the host");
-
-  // 4. Select the GPUs and their companions; refuse unsafe groups.
+  // 3. Read the host, once, as the recovery left it: whole only what the selection can reach.
   SelectionOptions selection = opt.selection;
   if (const auto fabric = readFabricManager(host).mode()) {
     selection.withNvSwitches = nvSwitchesWithGpus(opt.nvSwitch, *fabric);
   } else {  // a FABRIC_MODE that is no mode: preflight's gpu.fabric reports it; leave them
     selection.withNvSwitches = opt.nvSwitch == NvSwitchPolicy::kWithGpus;
   }
+  auto snap = readPrepareSnapshot(host, selection);
+  if (!snap) return failed(snap.error());
+  c.snapshot = *snap;
+
+  clock.lap("read the host");
+
+  // 4. Select the GPUs and their companions; refuse unsafe groups.
   auto sel = selectDevices(*snap, selection);
   if (!sel) return failed(sel.error());
   if (sel->targets.empty()) {
@@ -172,9 +183,18 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
 
   // 6. Plan (vm-vgpu: against the vGPU config and the live vGPU view; other modes tear vGPU
   //    devices and VFs down first).
-  PlanInputs in{opt.mode, opt.selection.hostDriver,
-                host.read(hostPath("lib/modules", snap->kernelRelease, "modules.alias"), 64u << 20)
-                    .value_or("")};
+  // modules.alias (a megabyte on a distribution kernel) names the VFIO variant driver of a
+  // device moving to vm-passthrough; no other mode reads it.
+  PlanInputs in{opt.mode, opt.selection.hostDriver, {}};
+  const bool passthrough = opt.mode == Mode::kVmPassthrough ||
+                           std::any_of(c.modes.begin(), c.modes.end(), [](const auto& m) {
+                             return m.second == Mode::kVmPassthrough;
+                           });
+  if (passthrough) {
+    in.modulesAlias =
+        host.read(hostPath("lib/modules", snap->kernelRelease, "modules.alias"), 64u << 20)
+            .value_or("");
+  }
   in.vgpuHost = readVgpuHost(host, *snap);
   in.vgpuConfigName = opt.vgpuConfigName;
   in.modes = c.modes;

@@ -289,3 +289,27 @@ TEST_CASE(
   CHECK(readPciFunction(s.kernel, *parseBdf("0000:3c:00.0"))->driver ==
         std::optional<std::string>("vfio-pci"));
 }
+
+TEST_CASE("a run reads whole only what its selection can reach", "[converge]") {
+  Rig r("two-a10");
+  auto c = converge(r.k, passthroughOf("0000:86:00.0"));
+  REQUIRE(c.status);
+  REQUIRE(c.snapshot);
+  const auto* gpu = c.snapshot->find(*parseBdf("0000:86:00.0"));
+  const auto* audio = c.snapshot->find(*parseBdf("0000:86:00.1"));
+  const auto* nvme = c.snapshot->find(*parseBdf("0000:5e:00.0"));
+  REQUIRE(gpu);
+  REQUIRE(audio);
+  REQUIRE(nvme);
+  // The GPUs and the members of their groups, whole.
+  CHECK(gpu->iommuGroup == std::optional<int>(60));
+  CHECK(audio->iommuGroup == std::optional<int>(60));
+  CHECK(audio->numaNode == std::optional<int>(1));
+  CHECK(c.snapshot->iommuGroups.at(60).size() == 2);
+  // The boot NVMe never moves: its id, class and driver only, not its group or NUMA node.
+  CHECK(nvme->id.vendor == 0x144d);
+  CHECK(nvme->classCode == 0x010802);
+  CHECK(nvme->driver == std::optional<std::string>("nvme"));
+  CHECK_FALSE(nvme->iommuGroup);
+  CHECK(c.snapshot->iommuGroups.at(40).empty());
+}
