@@ -1,5 +1,6 @@
 #include "agent/daemon.hpp"
 
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -44,6 +45,17 @@ std::set<std::string> driftKeys(const StatusDocument& d) {
                (dv->fn->unbindPending ? " (unbinding)" : ""));
   }
   return out;
+}
+
+// The agent lives for weeks between short bursts of work: a status rewrite or a convergence
+// allocates and frees a few hundred KiB (the snapshot, the JSON document, the executor's lane
+// threads, each with an arena of its own). glibc keeps freed memory for the next malloc;
+// malloc_trim(3) gives the free pages at the top of each arena back to the kernel, so the
+// resident size between events is what the agent keeps, not its high-water mark.
+void releaseFreeMemory() {
+#ifdef __GLIBC__
+  ::malloc_trim(0);
+#endif
 }
 
 }  // namespace
@@ -181,6 +193,7 @@ void Agent::observeAndPublish(const std::optional<std::set<Bdf>>& changed) {
   }
   last_ = std::move(*o);
   notify_("STATUS=" + summary(last_->doc));
+  releaseFreeMemory();
 }
 
 Status Agent::resolveJournal() {
@@ -200,6 +213,11 @@ Status Agent::resolveJournal() {
 }
 
 int Agent::start() {
+#ifdef __GLIBC__
+  // One malloc arena: the executor's lane threads would each get one (mallopt(3), M_ARENA_MAX),
+  // and their freed pages stay resident in it.
+  ::mallopt(M_ARENA_MAX, 1);
+#endif
   // 1. The config: a bad one stops here, before anything is touched.
   auto c = loadConfig(k_.host, opt_.config.path, opt_.config.given);
   if (!c) {
