@@ -187,6 +187,14 @@ else
     sed 's/^/BENCH agent.latency /' $T/lat
     echo "BENCH agent.rss_kib $(awk '/^VmRSS:/ { print $2 }' /proc/$AGENT/status)"
     echo "BENCH agent.hwm_kib $(awk '/^VmHWM:/ { print $2 }' /proc/$AGENT/status)"
+    # What the resident memory is made of: the totals, then the resident KiB of each mapped
+    # file (anonymous mappings as [anon], the heap as [heap]), largest first.
+    grep -E '^(Rss|Pss|Shared_Clean|Private_Clean|Private_Dirty|Anonymous):' \
+        /proc/$AGENT/smaps_rollup 2>/dev/null | sed 's/^/HPVM: agent smaps_rollup /'
+    awk '/^[0-9a-f]+-[0-9a-f]+ / { name = NF >= 6 ? $6 : "[anon]" }
+         /^Rss:/ { rss[name] += $2 }
+         END { for (n in rss) if (rss[n] > 0) print rss[n], n }' /proc/$AGENT/smaps \
+        | sort -rn | head -n 12 | sed 's/^/HPVM: agent rss_kib /'
     sleep 2
     c0=$($BT ctxsw $AGENT)
     sleep 10
