@@ -331,9 +331,9 @@ namespace {
 // one per function in a group whose every changing member goes to a VFIO driver. vfio-pci binds a
 // device whatever its group's other members are bound to; the group only becomes usable once all
 // of them are on a vfio driver or on none (Documentation/driver-api/vfio.rst, "Groups, Devices,
-// and IOMMUs": a group is "viable"), which the group checks after every lane verify. So a
-// companion's unbind need not wait for the GPU's remove(). Moves to host drivers keep the
-// group's order.
+// and IOMMUs": a group is "viable"), which the group steps (verify /dev/vfio/N) check once every
+// lane is done. So a companion's unbind need not wait for the GPU's remove(). Moves to host drivers
+// keep the group's order.
 std::vector<std::vector<size_t>> deviceLanes(const Plan& plan) {
   std::set<int> toHost;  // groups with a member moving to a non-VFIO driver
   for (const auto& mv : plan.moves) {
