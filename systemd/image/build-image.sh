@@ -7,10 +7,11 @@
 #       [--source-dir DIR] [--work DIR]
 #
 # The image is one layer: the hostprep binary (debug info stripped) at /usr/sbin/hostprep, exactly
-# the shared libraries `ldd` lists for it and the dynamic loader its PT_INTERP names (Debian 12's
-# merged /usr: /lib and /lib64 are links into /usr), the licence, and the empty directories a
-# runtime mounts over. Nothing else: the host's pci.ids, config and module tree are mounted at run
-# time under /host (systemd/kubernetes/*.yaml); there is no shell.
+# the shared libraries `ldd` lists for it, libkmod (opened with dlopen) and what it needs, and the
+# dynamic loader its PT_INTERP names (Debian 12's merged /usr: /lib and /lib64 are links into
+# /usr), the licence, and the empty directories a runtime mounts over. Nothing else: the host's
+# pci.ids, config and module tree are mounted at run time under /host (systemd/kubernetes/*.yaml);
+# there is no shell.
 #
 # Reproducible: the same binary, libraries and commit give the same bytes, hence the same digest.
 # Every time stamp is SOURCE_DATE_EPOCH (else the commit time of --source-dir's HEAD, else 0):
@@ -87,6 +88,11 @@ fi
 # (links followed) to the path the loader looks for: /usr + the path ldd printed, /lib/... and
 # /usr/lib/... being one directory in merged /usr.
 ldd_out=$(ldd "$BINARY") || die "ldd $BINARY failed"
+# libkmod is opened with dlopen(3) on the first module lookup (drivers/kmod.cpp), so ldd does not
+# list it: it and the libraries it needs are added by name (Debian 12: libkmod2).
+kmodlib=$(ldconfig -p 2>/dev/null | awk '/libkmod\.so\.2 .*x86-64/ { print $NF; exit }')
+[ -n "$kmodlib" ] || die "libkmod.so.2 not found by ldconfig -p (install libkmod2)"
+ldd_out+=$'\n'$'\t'"$kmodlib (0x0)"$'\n'"$(ldd "$kmodlib")" || die "ldd $kmodlib failed"
 if grep -q 'not found' <<<"$ldd_out"; then die "ldd: libraries not found:"$'\n'"$ldd_out"; fi
 interp=
 while read -r path; do

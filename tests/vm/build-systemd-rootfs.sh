@@ -9,7 +9,7 @@
 #                                              is neither changed nor evicted
 #
 # debootstrap --variant=minbase bookworm with systemd, udev, kmod and the runtime libraries the
-# hostprep binary links (libkmod, libudev, boost program_options, spdlog, fmt, yaml-cpp,
+# hostprep binary links or opens (libkmod, libudev, boost program_options, spdlog, fmt, yaml-cpp,
 # libsystemd). The result is a tarball under $CACHE/systemd-rootfs/<key>.tar, keyed by the suite,
 # the mirror and the package list: a second run only prints the path. Needs root (debootstrap).
 # Exit 77 when debootstrap cannot reach the mirror (CTest skips the test); other failures exit 1.
