@@ -156,11 +156,12 @@ void Agent::observeAndPublish(const std::optional<std::set<Bdf>>& changed) {
   req.convergeError = convergeError_;
   req.now = std::time(nullptr);
   req.preflight = [this](const Host& h, const Snapshot& snap, Mode mode,
-                         const SelectionOptions& sel) {
-    if (!preflightCache_ || preflightCache_->first != mode) {
-      preflightCache_.emplace(mode, preflightOutcome(h, snap, mode, sel));
+                         const SelectionOptions& sel, const std::vector<DeviceRule>& rules) {
+    if (!preflightCache_ || preflightCache_->key != std::pair{mode, rules}) {
+      preflightCache_.emplace(
+          PreflightCache{{mode, rules}, preflightOutcome(h, snap, mode, sel, rules)});
     }
-    return preflightCache_->second;
+    return preflightCache_->outcome;
   };
   auto o = observe(k_.host, req);
   if (!o) {

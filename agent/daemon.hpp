@@ -92,7 +92,12 @@ class Agent {
   std::unique_ptr<Observation> last_;
   std::set<std::string> lastDrift_;
   // PreflightPassed, computed once per convergence: a rebind changes nothing preflight reads.
-  std::optional<std::pair<Mode, std::optional<PreflightOutcome>>> preflightCache_;
+  // Keyed by the desired mode and its split (a prepare run by hand may change the last split).
+  struct PreflightCache {
+    std::pair<Mode, std::vector<DeviceRule>> key;
+    std::optional<PreflightOutcome> outcome;
+  };
+  std::optional<PreflightCache> preflightCache_;
   StaticInputs statics_;  // node name, pci.ids, modules.alias: also dropped on convergence
   std::set<std::string> failedDrift_;                    // the drift a reconcile already failed on
   std::optional<std::chrono::milliseconds> retryDelay_;  // set while the last convergence failed

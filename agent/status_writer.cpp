@@ -31,19 +31,22 @@ Status writeOne(Host& host, const std::string& path, const std::string& text) {
 // The PreflightPassed condition: preflight's host checks for the desired mode, on the snapshot
 // already read.
 std::optional<PreflightOutcome> preflightOutcome(const Host& host, const Snapshot& s, Mode mode,
-                                                 const SelectionOptions& sel) {
+                                                 const SelectionOptions& sel,
+                                                 const std::vector<DeviceRule>& rules) {
   auto loader = makeKmodLoader(host, s.kernelRelease);
   const PlatformFacts platform =
       readPlatform(host, s.kernelRelease, *loader, preflightModules(sel.hostDriver));
   const BootConfig boot = readBootConfig(host);
-  auto r = preflightHost(HostFacts{&s, {}, platform, boot, s.cmdlineText}, {mode, sel});
+  PreflightRequest req{mode, sel};
+  req.rules = rules;
+  auto r = preflightHost(HostFacts{&s, {}, platform, boot, s.cmdlineText}, req);
   if (!r) return std::nullopt;
   std::vector<std::string> failed;
   for (const auto& c : r->checks) {
     if (c.status == CheckStatus::kFail) failed.push_back(c.id);
   }
   if (failed.empty()) {
-    return PreflightOutcome{true, "every " + std::string(toString(mode)) + " check passed (" +
+    return PreflightOutcome{true, "every " + r->modeText() + " check passed (" +
                                       std::to_string(r->summary().warn) + " warning(s))"};
   }
   return PreflightOutcome{false, "failed: " + join(failed, ", ") + "; run 'hostprep preflight'"};
@@ -99,8 +102,9 @@ Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusReque
   }
   in.convergeError = r.convergeError;
   if (in.desiredMode) {
-    in.preflight = r.preflight ? r.preflight(host, o->snapshot, *in.desiredMode, in.selection)
-                               : preflightOutcome(host, o->snapshot, *in.desiredMode, in.selection);
+    in.preflight =
+        r.preflight ? r.preflight(host, o->snapshot, *in.desiredMode, in.selection, in.rules)
+                    : preflightOutcome(host, o->snapshot, *in.desiredMode, in.selection, in.rules);
   }
   o->doc = buildStatus(o->snapshot, o->vgpu, in);
   return o;

@@ -32,11 +32,12 @@ struct StatusRequest {
   std::optional<std::string> pciIds;  // --pci-ids text; nullopt: the root's own pci.ids
   std::optional<std::string> convergeError;
   std::time_t now = 0;
-  // The PreflightPassed condition. Unset: run preflight's host checks for the desired mode now.
+  // The PreflightPassed condition. Unset: run preflight's host checks for the desired mode (and
+  // its split: each mode's checks on its GPUs) now.
   // The agent passes a cache here: the checks read the whole platform, and nothing they look at
   // changes when a device is rebound, so it recomputes them only after it converges or reloads.
-  std::function<std::optional<PreflightOutcome>(const Host&, const Snapshot&, Mode,
-                                                const SelectionOptions&)>
+  std::function<std::optional<PreflightOutcome>(
+      const Host&, const Snapshot&, Mode, const SelectionOptions&, const std::vector<DeviceRule>&)>
       preflight;
   // The agent's shortcut after a burst of bind/unbind events: the previous observation and the
   // functions the events named (refreshSnapshot). Unset: read the whole host. The previous
@@ -46,9 +47,11 @@ struct StatusRequest {
   StaticInputs* statics = nullptr;  // unset: read them
 };
 
-// Preflight's host checks for a mode, summed up as the status condition.
+// Preflight's host checks for a mode, split by `rules` as `hostprep preflight` splits it (each
+// mode's checks on its GPUs), summed up as the status condition.
 std::optional<PreflightOutcome> preflightOutcome(const Host& host, const Snapshot& s, Mode mode,
-                                                 const SelectionOptions& sel);
+                                                 const SelectionOptions& sel,
+                                                 const std::vector<DeviceRule>& rules = {});
 
 // A document and the snapshot it points into (not copyable: the document holds pointers).
 struct Observation {

@@ -118,3 +118,33 @@ TEST_CASE("status shows the devices the last prepare moved, unless flags or the 
   CHECK_THAT(r.err, Catch::Contains("/run/hostprep/last-selection: line "));
   CHECK_THAT(r.out, Catch::Contains("4 device(s)"));
 }
+
+TEST_CASE("status's PreflightPassed checks each mode of the config's split on its own GPUs",
+          "[cli][status][mixed]") {
+  // preflight-mixed: the L4 at 0000:a1:00.0 shares its IOMMU group with a NIC, so the group is
+  // not viable for vm-passthrough; a rule keeps that GPU in container mode.
+  Fixture fx("preflight-mixed");
+  auto condition = [&] {
+    auto r = runHostprep({"--root", fx.root().string(), "--output", "json", "status"});
+    REQUIRE(r.exitCode == 0);
+    const auto doc = nlohmann::json::parse(r.out);
+    for (const auto& c : doc["conditions"]) {
+      if (c["type"] == "PreflightPassed") return c;
+    }
+    FAIL("no PreflightPassed condition in " << r.out);
+    return nlohmann::json{};
+  };
+  fx.write("etc/hostprep/config.yaml", "mode: vm-passthrough\n");
+  auto c = condition();
+  CHECK(c["status"] == "False");
+  CHECK_THAT(c["message"].get<std::string>(), Catch::Contains("iommu.groups"));
+
+  fx.write("etc/hostprep/config.yaml",
+           "mode: vm-passthrough\ndevices:\n  - match: {bdf: \"0000:a1:00.0\"}\n"
+           "    mode: container\n");
+  c = condition();
+  INFO(c.dump());
+  CHECK(c["status"] == "True");
+  CHECK_THAT(c["message"].get<std::string>(),
+             Catch::StartsWith("every mixed (container: 1, vm-passthrough: 4) check passed"));
+}
