@@ -90,7 +90,7 @@ fi
 ldd_out=$(ldd "$BINARY") || die "ldd $BINARY failed"
 # libkmod is opened with dlopen(3) on the first module lookup (drivers/kmod.cpp), so ldd does not
 # list it: it and the libraries it needs are added by name (Debian 12: libkmod2).
-kmodlib=$(ldconfig -p 2>/dev/null | awk '/libkmod\.so\.2 .*x86-64/ { print $NF; exit }')
+kmodlib=$(ldconfig -p 2>/dev/null | awk '/libkmod\.so\.2 .*x86-64/ && !n++ { print $NF }')
 [ -n "$kmodlib" ] || die "libkmod.so.2 not found by ldconfig -p (install libkmod2)"
 ldd_out+=$'\n'$'\t'"$kmodlib (0x0)"$'\n'"$(ldd "$kmodlib")" || die "ldd $kmodlib failed"
 if grep -q 'not found' <<<"$ldd_out"; then die "ldd: libraries not found:"$'\n'"$ldd_out"; fi

@@ -88,7 +88,7 @@ if [ -n "$HOSTPREP" ]; then
     strip --strip-debug -o "$R/usr/bin/hostprep" "$HOSTPREP" 2>/dev/null || cp "$HOSTPREP" "$R/usr/bin/hostprep"
     # libkmod is opened with dlopen(3) when a module is loaded (drivers/kmod.cpp): ldd does not
     # list it, so it and its own libraries are added by name.
-    KMODLIB=$(ldconfig -p | awk '/libkmod\.so\.2 .*x86-64/ { print $NF; exit }')
+    KMODLIB=$(ldconfig -p | awk '/libkmod\.so\.2 .*x86-64/ && !n++ { print $NF }')
     { ldd "$HOSTPREP"; [ -z "$KMODLIB" ] || { printf '\t%s\n' "$KMODLIB"; ldd "$KMODLIB"; }; } \
         | awk '/=> \// { print $3 } /^\t\// { print $1 }' | sort -u | while read -r lib; do
         mkdir -p "$R/$(dirname "$lib")"
