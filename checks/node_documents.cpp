@@ -163,8 +163,7 @@ size_t scanString(const char* p, const char* end, std::string* out) {
 class Reader {
  public:
   explicit Reader(const std::string& text)
-      : end_(text.data() + text.size()),
-        escapes_(std::memchr(text.data(), '\\', text.size()) != nullptr) {}
+      : end_(text.data() + text.size()), escapes_(text.find('\\') != std::string::npos) {}
 
   // Whether the string whose text starts at raw is one nlohmann reads. simdjson's stage 1 already
   // rejected a text with invalid UTF-8 or a byte below U+0020 inside a string (UTF8_ERROR,
