@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "drivers/selection.hpp"
@@ -319,4 +320,93 @@ TEST_CASE("a scoped snapshot falls back to a full read when a reached group is n
   auto scoped = readSnapshot(host, mayBeGpu());
   REQUIRE(scoped);
   CHECK(*scoped == *readSnapshot(host));
+}
+
+namespace {
+
+// A PF at 80:00.0 with 20 VFs at First VF Offset 4, VF Stride 2 (VF n at routing ID
+// 0x8000 + 4 + 2n): 80:00.4, 80:00.6, 80:01.0, ... 80:05.2. VFs 7 and 15 are on vfio-pci. The PF
+// is an A10 (a candidate: read whole), or with `nic` an Intel NIC (read light, as its VFs).
+std::vector<Bdf> twentyVfs(std::string& yaml, bool nic = false) {
+  const std::string id = nic ? "8086:1572" : "10de:2236";
+  const std::string vfId = nic ? "8086:154c" : "10de:2237";
+  const std::string cls = nic ? "020000" : "030200";
+  yaml = "kernel: 6.1.0-test-amd64\n"
+         "devices:\n"
+         "  - {bdf: \"0000:80:00.0\", id: \"" + id + "\", class: \"" + cls + "\", driver: " +
+         (nic ? "i40e" : "nvidia") + ", group: 10, sriov: {total: 32, num: 20, offset: 4, stride: 2}}\n";
+  std::vector<Bdf> vfs;
+  for (int n = 0; n < 20; ++n) {
+    const int rid = 0x8000 + 4 + 2 * n;
+    Bdf b{0, static_cast<uint8_t>(rid >> 8), static_cast<uint8_t>((rid >> 3) & 0x1f),
+          static_cast<uint8_t>(rid & 7)};
+    vfs.push_back(b);
+    yaml += "  - {bdf: \"" + b.str() + "\", id: \"" + vfId + "\", class: \"" + cls + "\", group: " +
+            std::to_string(11 + n) + ", physfn: \"0000:80:00.0\", vf_index: " +
+            std::to_string(n) + (n == 7 || n == 15 ? ", driver: vfio-pci" : "") + "}\n";
+  }
+  return vfs;
+}
+
+}  // namespace
+
+TEST_CASE("a PF's VFs come from its SR-IOV offset and stride, checked against its links",
+          "[snapshot]") {
+  std::string yaml;
+  const bool nic = GENERATE(false, true);
+  INFO((nic ? "a NIC's VFs" : "a GPU's VFs"));
+  const std::vector<Bdf> vfs = twentyVfs(yaml, nic);
+  CHECK(vfs.front().str() == "0000:80:00.4");
+  CHECK(vfs.back().str() == "0000:80:05.2");
+  Fixture fx(Fixture::HostYaml{yaml});
+  const std::string pf = "sys/bus/pci/devices/0000:80:00.0/";
+  std::vector<Bdf> expect = vfs;
+  SECTION("offset, stride and links agree") {}
+  SECTION("sriov_stride disagrees with the links: every link is read") {
+    std::ofstream(fx.path(pf + "sriov_stride")) << "1\n";
+  }
+  SECTION("sriov_offset is missing: every link is read") {
+    std::filesystem::remove(fx.path(pf + "sriov_offset"));
+  }
+  SECTION("a link in the middle is gone (VFs going away): the others are read") {
+    std::filesystem::remove(fx.path(pf + "virtfn5"));
+    expect.erase(expect.begin() + 5);
+  }
+  RootHost host(fx.root());
+  auto full = readSnapshot(host);
+  auto scoped = readSnapshot(host, mayBeGpu());
+  REQUIRE(full);
+  REQUIRE(scoped);
+  std::sort(expect.begin(), expect.end());
+  CHECK(full->find(vfs[0])->physfn);
+  CHECK(full->find(*parseBdf("0000:80:00.0"))->virtfns == expect);
+  // A candidate PF is read whole and lists its VFs; a NIC is read light, and its VFs (read light
+  // from the list) name it as their PF.
+  if (!nic) CHECK(scoped->find(*parseBdf("0000:80:00.0"))->virtfns == expect);
+  for (const auto& vf : expect) {
+    INFO(vf.str());
+    REQUIRE(scoped->find(vf));
+    CHECK(scoped->find(vf)->physfn == parseBdf("0000:80:00.0"));
+  }
+  CHECK(scoped->pci.size() == full->pci.size());
+}
+
+TEST_CASE("a PF with many VFs reads their drivers from the drivers' directories", "[snapshot]") {
+  std::string yaml;
+  const bool nic = GENERATE(false, true);
+  INFO((nic ? "a NIC's VFs" : "a GPU's VFs"));
+  const std::vector<Bdf> vfs = twentyVfs(yaml, nic);
+  Fixture fx(Fixture::HostYaml{yaml});
+  RootHost host(fx.root());
+  auto full = readSnapshot(host);
+  auto scoped = readSnapshot(host, mayBeGpu());
+  REQUIRE(full);
+  REQUIRE(scoped);
+  CHECK(compareScoped(*scoped, *full) == (nic ? 21 : 20));  // the VFs light, with their drivers
+  for (size_t n = 0; n < vfs.size(); ++n) {
+    INFO("VF " << n);
+    const auto* f = scoped->find(vfs[n]);
+    REQUIRE(f);
+    CHECK(f->driver == (n == 7 || n == 15 ? std::optional<std::string>("vfio-pci") : std::nullopt));
+  }
 }
