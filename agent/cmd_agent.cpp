@@ -1,13 +1,13 @@
 // hostprep agent: the long-running service (and, with --once, the boot oneshot).
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
-#include <systemd/sd-daemon.h>
 
 #include <cstdlib>
 
 #include "agent/commands.hpp"
 #include "agent/daemon.hpp"
 #include "agent/options.hpp"
+#include "agent/service_notify.hpp"
 #include "drivers/kmod.hpp"
 
 namespace hostprep {
@@ -46,8 +46,7 @@ int cmdAgent(Context& ctx, const std::vector<std::string>& args) {
   auto release = readTrimmed(host, "proc/sys/kernel/osrelease").value_or("");
   auto modules = makeKmodLoader(host, release);
   Kernel kernel{host, *modules};
-  // sd_notify is a no-op without NOTIFY_SOCKET (a busybox guest, a pod, a terminal).
-  Agent agent(kernel, opt, [](const std::string& msg) { (void)sd_notify(0, msg.c_str()); });
+  Agent agent(kernel, opt, notifyServiceManager);
 
   std::unique_ptr<SignalSource> signals;
   std::unique_ptr<EventSource> events;

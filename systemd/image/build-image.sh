@@ -7,8 +7,8 @@
 #       [--source-dir DIR] [--work DIR]
 #
 # The image is one layer: the hostprep binary (debug info stripped) at /usr/sbin/hostprep, exactly
-# the shared libraries `ldd` lists for it, libkmod (opened with dlopen) and what it needs, and the
-# dynamic loader its PT_INTERP names (Debian 12's merged /usr: /lib and /lib64 are links into
+# the shared libraries `ldd` lists for it, libkmod and libsystemd (opened with dlopen) and what
+# they need, and the dynamic loader its PT_INTERP names (Debian 12's merged /usr: /lib and /lib64 are links into
 # /usr), the licence, and the empty directories a runtime mounts over. Nothing else: the host's
 # pci.ids, config and module tree are mounted at run time under /host (systemd/kubernetes/*.yaml);
 # there is no shell.
@@ -88,11 +88,14 @@ fi
 # (links followed) to the path the loader looks for: /usr + the path ldd printed, /lib/... and
 # /usr/lib/... being one directory in merged /usr.
 ldd_out=$(ldd "$BINARY") || die "ldd $BINARY failed"
-# libkmod is opened with dlopen(3) on the first module lookup (drivers/kmod.cpp), so ldd does not
-# list it: it and the libraries it needs are added by name (Debian 12: libkmod2).
-kmodlib=$(ldconfig -p 2>/dev/null | awk '/libkmod\.so\.2 .*x86-64/ && !n++ { print $NF }')
-[ -n "$kmodlib" ] || die "libkmod.so.2 not found by ldconfig -p (install libkmod2)"
-ldd_out+=$'\n'$'\t'"$kmodlib (0x0)"$'\n'"$(ldd "$kmodlib")" || die "ldd $kmodlib failed"
+# libkmod and libsystemd are opened with dlopen(3) (drivers/kmod.cpp on the first module lookup,
+# agent/service_notify.cpp when a service manager set NOTIFY_SOCKET), so ldd does not list them:
+# they and the libraries they need are added by name (Debian 12: libkmod2, libsystemd0).
+for soname in libkmod.so.2:libkmod2 libsystemd.so.0:libsystemd0; do
+    lib=$(ldconfig -p 2>/dev/null | awk -v n="${soname%%:*}" '$1 == n && /x86-64/ && !k++ { print $NF }')
+    [ -n "$lib" ] || die "${soname%%:*} not found by ldconfig -p (install ${soname#*:})"
+    ldd_out+=$'\n'$'\t'"$lib (0x0)"$'\n'"$(ldd "$lib")" || die "ldd $lib failed"
+done
 if grep -q 'not found' <<<"$ldd_out"; then die "ldd: libraries not found:"$'\n'"$ldd_out"; fi
 interp=
 while read -r path; do

@@ -139,9 +139,12 @@ layer_ok() {
     for lib in $(ldd "$BINARY" | sed -n -e 's/^.*=> \(\/[^ ]*\) (0x.*$/\1/p' -e 's/^[[:space:]]*\(\/[^ ]*\) (0x.*$/\1/p'); do
         [ -e "$R$lib" ] || { echo "ldd lists $lib, not in the image"; return 1; }
     done
-    # libkmod is opened with dlopen (drivers/kmod.cpp), so ldd does not list it: the image has it,
-    # under the name dlopen looks for, or every module lookup in the container finds nothing.
-    [ -n "$(find "$R/usr/lib" -name libkmod.so.2 2>/dev/null)" ] || { echo "no libkmod.so.2 in the image"; return 1; }
+    # libkmod and libsystemd are opened with dlopen (drivers/kmod.cpp, agent/service_notify.cpp),
+    # so ldd does not list them: the image has them, under the names dlopen looks for, or every
+    # module lookup in the container finds nothing and an agent under systemd never says READY.
+    for lib in libkmod.so.2 libsystemd.so.0; do
+        [ -n "$(find "$R/usr/lib" -name "$lib" 2>/dev/null)" ] || { echo "no $lib in the image"; return 1; }
+    done
 }
 check image.layer layer_ok
 echo "NOTE image: $(stat -c %s "$T/a/image.tar") bytes archive, layer $(stat -c %s "$LAYER") bytes compressed, $(du -sb "$R" | cut -f1) bytes unpacked"
