@@ -329,8 +329,8 @@ void readVfsLight(const Host& host, const Bdf& pf, const std::vector<Bdf>& vfs,
     f.id = first->id;
     f.classCode = first->classCode;
     f.physfn = pf;
-    f.driver = indexed ? drivers.driverOf(vf)
-                       : readLinkName(host, hostPath(pciDevicePath(vf), "driver"));
+    f.driver =
+        indexed ? drivers.driverOf(vf) : readLinkName(host, hostPath(pciDevicePath(vf), "driver"));
     into.emplace(vf, std::move(f));
   }
 }

@@ -331,19 +331,22 @@ std::vector<Bdf> twentyVfs(std::string& yaml, bool nic = false) {
   const std::string id = nic ? "8086:1572" : "10de:2236";
   const std::string vfId = nic ? "8086:154c" : "10de:2237";
   const std::string cls = nic ? "020000" : "030200";
-  yaml = "kernel: 6.1.0-test-amd64\n"
-         "devices:\n"
-         "  - {bdf: \"0000:80:00.0\", id: \"" + id + "\", class: \"" + cls + "\", driver: " +
-         (nic ? "i40e" : "nvidia") + ", group: 10, sriov: {total: 32, num: 20, offset: 4, stride: 2}}\n";
+  yaml =
+      "kernel: 6.1.0-test-amd64\n"
+      "devices:\n"
+      "  - {bdf: \"0000:80:00.0\", id: \"" +
+      id + "\", class: \"" + cls + "\", driver: " + (nic ? "i40e" : "nvidia") +
+      ", group: 10, sriov: {total: 32, num: 20, offset: 4, stride: 2}}\n";
   std::vector<Bdf> vfs;
   for (int n = 0; n < 20; ++n) {
     const int rid = 0x8000 + 4 + 2 * n;
     Bdf b{0, static_cast<uint8_t>(rid >> 8), static_cast<uint8_t>((rid >> 3) & 0x1f),
           static_cast<uint8_t>(rid & 7)};
     vfs.push_back(b);
-    yaml += "  - {bdf: \"" + b.str() + "\", id: \"" + vfId + "\", class: \"" + cls + "\", group: " +
-            std::to_string(11 + n) + ", physfn: \"0000:80:00.0\", vf_index: " +
-            std::to_string(n) + (n == 7 || n == 15 ? ", driver: vfio-pci" : "") + "}\n";
+    yaml += "  - {bdf: \"" + b.str() + "\", id: \"" + vfId + "\", class: \"" + cls +
+            "\", group: " + std::to_string(11 + n) +
+            ", physfn: \"0000:80:00.0\", vf_index: " + std::to_string(n) +
+            (n == 7 || n == 15 ? ", driver: vfio-pci" : "") + "}\n";
   }
   return vfs;
 }
