@@ -75,7 +75,8 @@ Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusReque
       r.previous ? refreshSnapshot(host, r.previous->snapshot, r.changed) : readSnapshot(host);
   if (!snap) return snap.error();
   o->snapshot = std::move(*snap);
-  o->vgpu = readVgpuHost(host, o->snapshot);
+  o->vgpu = r.previous ? refreshVgpuHost(host, o->snapshot, r.previous->vgpu, r.changed)
+                       : readVgpuHost(host, o->snapshot);
 
   StaticInputs fresh;
   StaticInputs& st = r.statics ? *r.statics : fresh;

@@ -227,36 +227,66 @@ std::vector<VgpuDevice> readVgpuDevices(const Host& host, const std::vector<Bdf>
   return out;
 }
 
-VgpuHost readVgpuHost(const Host& host, const Snapshot& s) {
-  VgpuHost v;
-  std::vector<Bdf> all;
-  for (const auto& f : s.pci) {
-    all.push_back(f.bdf);
+namespace {
+
+// The parents among `candidates` (mdev types, per-VF files, NVIDIA's unbind lock), into `v`.
+void readParents(const Host& host, const std::vector<Bdf>& candidates, VgpuHost& v) {
+  for (const auto& bdf : candidates) {
     VgpuParent p;
-    p.bdf = f.bdf;
-    if (auto types = host.list(hostPath(pciDevicePath(f.bdf), "mdev_supported_types"))) {
+    p.bdf = bdf;
+    if (auto types = host.list(hostPath(pciDevicePath(bdf), "mdev_supported_types"))) {
       p.mdevParent = true;
       for (const auto& id : *types) {
-        const std::string dir = mdevTypePath(f.bdf, id);
+        const std::string dir = mdevTypePath(bdf, id);
         p.mdevTypes.push_back({id, readTrimmed(host, hostPath(dir, "name")).value_or(id),
                                readInt(host, hostPath(dir, "available_instances")).value_or(0)});
       }
     }
-    if (auto text = host.read(perVfPath(f.bdf, "creatable_vgpu_types"))) {
+    if (auto text = host.read(perVfPath(bdf, "creatable_vgpu_types"))) {
       p.perVf = true;
       p.creatable = parseCreatableVgpuTypes(*text);
       for (const auto& t : parseCreatableVgpuTypes(
-               host.read(perVfPath(f.bdf, "supported_vgpu_types")).value_or(""))) {
+               host.read(perVfPath(bdf, "supported_vgpu_types")).value_or(""))) {
         if (std::find(p.creatable.begin(), p.creatable.end(), t) == p.creatable.end())
           p.creatable.push_back(t);
       }
-      p.currentType = readTrimmed(host, perVfPath(f.bdf, "current_vgpu_type")).value_or("0");
+      p.currentType = readTrimmed(host, perVfPath(bdf, "current_vgpu_type")).value_or("0");
     }
-    if (host.exists(unbindLockPath(f.bdf))) v.unbindLocks.push_back(f.bdf);
-    if (p.mdevParent || p.perVf) v.parents.emplace(f.bdf, std::move(p));
+    if (host.exists(unbindLockPath(bdf))) v.unbindLocks.push_back(bdf);
+    if (p.mdevParent || p.perVf) v.parents.emplace(bdf, std::move(p));
   }
+}
+
+}  // namespace
+
+VgpuHost readVgpuHost(const Host& host, const Snapshot& s) {
+  VgpuHost v;
+  std::vector<Bdf> all;
+  all.reserve(s.pci.size());
+  for (const auto& f : s.pci) all.push_back(f.bdf);
+  readParents(host, all, v);
   readMdevDevices(host, all, v.devices, &v.otherMdevs);
   readPerVfDevices(host, all, v.devices);
+  sortDevices(v.devices);
+  return v;
+}
+
+VgpuHost refreshVgpuHost(const Host& host, const Snapshot& s, const VgpuHost& before,
+                         const std::set<Bdf>& changed) {
+  std::set<Bdf> again(changed.begin(), changed.end());
+  for (const auto& [bdf, p] : before.parents) again.insert(bdf);
+  again.insert(before.unbindLocks.begin(), before.unbindLocks.end());
+  for (const auto& d : before.devices) again.insert(d.parent);
+  std::vector<Bdf> all, candidates;
+  all.reserve(s.pci.size());
+  for (const auto& f : s.pci) {
+    all.push_back(f.bdf);
+    if (again.count(f.bdf)) candidates.push_back(f.bdf);
+  }
+  VgpuHost v;
+  readParents(host, candidates, v);
+  readMdevDevices(host, all, v.devices, &v.otherMdevs);
+  readPerVfDevices(host, candidates, v.devices);
   sortDevices(v.devices);
   return v;
 }

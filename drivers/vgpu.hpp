@@ -11,6 +11,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -101,6 +102,16 @@ struct VgpuHost {
 
 // Reads every mdev parent, per-VF vGPU directory and vGPU device among the snapshot's functions.
 VgpuHost readVgpuHost(const Host& host, const Snapshot& s);
+// The same after the functions in `changed` were read again (the agent, after uevents that named
+// them), without four failed lookups per function of the host: `changed` and the parents,
+// unbind locks and vGPU devices of `before` are read again, and every mdev device (they come
+// and go with mdev uevents, which make the agent read everything anyway). A function no event
+// named keeps `before`'s answer: it becomes a parent only when a driver binds it, and a bind is
+// an event that names it (drivers/base/dd.c driver_bound: KOBJ_BIND). What changes without an
+// event (a per-VF vGPU type written, an mdev type's available instances) is a parent's own
+// state, and parents are always read again.
+VgpuHost refreshVgpuHost(const Host& host, const Snapshot& s, const VgpuHost& before,
+                         const std::set<Bdf>& changed);
 // The live vGPU devices on these parents (used by the executor for journal and rollback).
 std::vector<VgpuDevice> readVgpuDevices(const Host& host, const std::vector<Bdf>& parents);
 

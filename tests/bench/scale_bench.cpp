@@ -1,17 +1,21 @@
 // Scale: how the cost of reading the host (snapshot) and building what depends on it grows with
 // the number of PCI functions. Generates fixture hosts of 16, 256 and 4096 functions (GPUs with
-// audio companions, one group per pair) and prints the median time per run and per function.
+// audio companions, one group per pair) and prints the median time per run and per function; then
+// what the agent reads after a uevent names one function (refresh: the snapshot and the vGPU view
+// of that function and of the vGPU parents) against a full read of the vGPU view.
 // Not a test: it prints figures for tests/bench/run and the README.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "drivers/plan.hpp"
 #include "drivers/selection.hpp"
 #include "drivers/snapshot.hpp"
+#include "drivers/vgpu.hpp"
 #include "tests/support/fixture.hpp"
 
 using namespace hostprep;
@@ -65,6 +69,26 @@ int main() {
         },
         runs);
     std::printf("%-10d %14.2f %14.2f %16.1f\n", n, snap, all, all * 1000.0 / n);
+  }
+  std::printf("\n%-18s %14s %14s %16s\n", "agent, one rebind", "vgpu full ms", "vgpu refresh ms",
+              "refresh all ms");
+  for (int n : {16, 256, 4096}) {
+    test::Fixture fx;
+    test::expandHostYaml(fx.root(), hostYaml(n));
+    RootHost host(fx.root());
+    const int runs = n >= 4096 ? 11 : 51;
+    const auto before = readSnapshot(host);
+    const VgpuHost vgpu = readVgpuHost(host, *before);
+    const std::set<Bdf> changed{before->pci.at(1).bdf};  // the first audio companion
+    double full = medianMs([&] { (void)readVgpuHost(host, *before); }, runs);
+    double refresh = medianMs([&] { (void)refreshVgpuHost(host, *before, vgpu, changed); }, runs);
+    double both = medianMs(
+        [&] {
+          auto s = refreshSnapshot(host, *before, changed);
+          (void)refreshVgpuHost(host, *s, vgpu, changed);
+        },
+        runs);
+    std::printf("refresh %-10d %14.2f %14.2f %16.2f\n", n, full, refresh, both);
   }
   return 0;
 }

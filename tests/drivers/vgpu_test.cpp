@@ -145,3 +145,48 @@ TEST_CASE("an mdev device on a parent that is not a PCI function is kept apart",
   CHECK(v.devices.empty());
   CHECK(v.otherMdevs == std::vector<OtherMdev>{{uuid, std::nullopt, "mtty-2", "Dual port serial"}});
 }
+
+TEST_CASE("a refresh reads again the functions an event named and every parent, as a full read",
+          "[vgpu]") {
+  Fixture fx("status-container");
+  const Bdf gpu = *parseBdf("0000:86:00.0"), other = *parseBdf("0000:3b:00.0");
+  const std::string gpuDir = "sys/devices/pci0000:86/0000:86:00.0/nvidia";
+  const std::string otherDir = "sys/devices/pci0000:3b/0000:3b:00.0/nvidia";
+  fx.write(gpuDir + "/creatable_vgpu_types", "558 : NVIDIA A10-12Q\n");
+  fx.write(gpuDir + "/current_vgpu_type", "0\n");
+  RootHost host(fx.root());
+  auto snap = readSnapshot(host);
+  REQUIRE(snap);
+  const VgpuHost before = readVgpuHost(host, *snap);
+  REQUIRE(before.parents.size() == 1);
+
+  SECTION("a parent's vGPU, created with no event of its own, is seen") {
+    fx.write(gpuDir + "/current_vgpu_type", "558\n");
+    const VgpuHost after = refreshVgpuHost(host, *snap, before, {});
+    REQUIRE(after.devices.size() == 1);
+    CHECK(after.devices[0].typeName == "NVIDIA A10-12Q");
+    CHECK(after.devices == readVgpuHost(host, *snap).devices);
+  }
+  SECTION("a function that became a parent with a bind (the event names it) is seen") {
+    fx.write(otherDir + "/creatable_vgpu_types", "557 : NVIDIA A10-8Q\n");
+    fx.write(otherDir + "/current_vgpu_type", "557\n");
+    const VgpuHost after = refreshVgpuHost(host, *snap, before, {other});
+    const VgpuHost full = readVgpuHost(host, *snap);
+    CHECK(after.parents.size() == 2);
+    CHECK(after.parents.count(other) == 1);
+    CHECK(after.devices == full.devices);
+    CHECK(after.unbindLocks == full.unbindLocks);
+    CHECK(after.otherMdevs == full.otherMdevs);
+  }
+  SECTION("a parent that lost its driver (the event names it) is no parent any more") {
+    std::filesystem::remove_all(fx.path(gpuDir));
+    const VgpuHost after = refreshVgpuHost(host, *snap, before, {gpu});
+    CHECK(after.parents.empty());
+    CHECK(after.devices.empty());
+  }
+  SECTION("a function no event named keeps its answer: no lookups for it") {
+    fx.write(otherDir + "/creatable_vgpu_types", "557 : NVIDIA A10-8Q\n");
+    CHECK(refreshVgpuHost(host, *snap, before, {}).parents.count(other) == 0);
+    CHECK(readVgpuHost(host, *snap).parents.count(other) == 1);
+  }
+}
