@@ -257,18 +257,25 @@ void readParents(const Host& host, const std::vector<Bdf>& candidates, VgpuHost&
   }
 }
 
+// The vGPU view of a host whose functions are `all`: the parents and per-VF vGPUs among
+// `candidates` (a subset of `all`), every mdev device.
+VgpuHost readVgpuView(const Host& host, const std::vector<Bdf>& all,
+                      const std::vector<Bdf>& candidates) {
+  VgpuHost v;
+  readParents(host, candidates, v);
+  readMdevDevices(host, all, v.devices, &v.otherMdevs);
+  readPerVfDevices(host, candidates, v.devices);
+  sortDevices(v.devices);
+  return v;
+}
+
 }  // namespace
 
 VgpuHost readVgpuHost(const Host& host, const Snapshot& s) {
-  VgpuHost v;
   std::vector<Bdf> all;
   all.reserve(s.pci.size());
   for (const auto& f : s.pci) all.push_back(f.bdf);
-  readParents(host, all, v);
-  readMdevDevices(host, all, v.devices, &v.otherMdevs);
-  readPerVfDevices(host, all, v.devices);
-  sortDevices(v.devices);
-  return v;
+  return readVgpuView(host, all, all);
 }
 
 VgpuHost refreshVgpuHost(const Host& host, const Snapshot& s, const VgpuHost& before,
@@ -283,12 +290,7 @@ VgpuHost refreshVgpuHost(const Host& host, const Snapshot& s, const VgpuHost& be
     all.push_back(f.bdf);
     if (again.count(f.bdf)) candidates.push_back(f.bdf);
   }
-  VgpuHost v;
-  readParents(host, candidates, v);
-  readMdevDevices(host, all, v.devices, &v.otherMdevs);
-  readPerVfDevices(host, candidates, v.devices);
-  sortDevices(v.devices);
-  return v;
+  return readVgpuView(host, all, candidates);
 }
 
 }  // namespace hostprep

@@ -8,8 +8,8 @@
 #
 # The image is one layer: the hostprep binary (debug info stripped) at /usr/sbin/hostprep, exactly
 # the shared libraries `ldd` lists for it, libkmod and libsystemd (opened with dlopen) and what
-# they need, and the dynamic loader its PT_INTERP names (Debian 12's merged /usr: /lib and /lib64 are links into
-# /usr), the licence, and the empty directories a runtime mounts over. Nothing else: the host's
+# they need, and the dynamic loader its PT_INTERP names (Debian 12's merged /usr: /lib and /lib64
+# are links into /usr), the licence, and the empty directories a runtime mounts over. Nothing else: the host's
 # pci.ids, config and module tree are mounted at run time under /host (systemd/kubernetes/*.yaml);
 # there is no shell.
 #
