@@ -274,21 +274,32 @@ Result<std::string> RootHost::read(std::string_view path, size_t cap) const {
   int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) return sysError("cannot read " + p, errno);
   FdCloser closer{fd};
+  // Read straight into the string: a regular file in one buffer of its size (a module index is
+  // megabytes, and growing a string by appends copied it and faulted in fresh pages at every
+  // doubling); sysfs and procfs files report 4096 or 0 and grow a page at a time.
+  struct stat st {};
+  size_t want = 4096;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    want = std::min(static_cast<size_t>(st.st_size), cap) + 1;  // +1: sees EOF in one read
+  }
   std::string out;
-  std::array<char, 4096> buf{};
+  size_t used = 0;
   for (;;) {
-    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (out.size() - used < 4096 && out.size() < want) out.resize(std::max(want, used + 4096));
+    if (used == out.size()) out.resize(used + std::max<size_t>(used, 4096));
+    ssize_t n = ::read(fd, out.data() + used, out.size() - used);
     if (n < 0) {
       if (errno == EINTR) continue;
       return sysError("cannot read " + p, errno);
     }
     if (n == 0) break;
-    if (out.size() + static_cast<size_t>(n) > cap) {
+    used += static_cast<size_t>(n);
+    if (used > cap) {
       return sysError("cannot read " + p + ": larger than " + std::to_string(cap) + " bytes",
                       EFBIG);
     }
-    out.append(buf.data(), static_cast<size_t>(n));
   }
+  out.resize(used);
   return out;
 }
 

@@ -88,6 +88,32 @@ TEST_CASE("a timed attribute read returns the text, or the errno of the read", "
   CHECK(bad.error().err == EINVAL);
 }
 
+TEST_CASE("read: whole files up to the cap, sized or not", "[host]") {
+  Fixture fx;
+  std::string big(3 * 1024 * 1024 + 17, 'a');
+  for (size_t i = 0; i < big.size(); i += 4093) big[i] = static_cast<char>('b' + i % 20);
+  fx.write("lib/modules/r/modules.alias", big);
+  fx.write("empty", "");
+  fx.write("cap", std::string(100, 'c'));
+  RootHost host(fx.root());
+  auto r = host.read("lib/modules/r/modules.alias", 64u << 20);
+  REQUIRE(r);
+  CHECK(*r == big);
+  auto e = host.read("empty");
+  REQUIRE(e);
+  CHECK(e->empty());
+  CHECK(host.read("cap", 100).value_or("") == std::string(100, 'c'));  // exactly the cap
+  auto over = host.read("cap", 99);
+  REQUIRE_FALSE(over);
+  CHECK(over.error().err == EFBIG);
+  // procfs reports size 0: read until end of file all the same.
+  RootHost live("/");
+  auto maps = live.read("proc/self/maps", 16u << 20);
+  REQUIRE(maps);
+  CHECK(maps->size() > 4096);
+  CHECK(maps->back() == '\n');
+}
+
 TEST_CASE("a timed write the kernel answers late is reaped, not left a zombie", "[host]") {
   // open(O_WRONLY) of a FIFO waits for a reader: a write that "does not return".
   Fixture fx;
