@@ -27,8 +27,7 @@ std::string releases(const std::vector<ImageKernel>& ks) {
 
 bool configIs(const ImageKernel& k, std::string_view sym, std::string_view value) {
   if (!k.config) return false;
-  auto it = k.config->find(std::string(sym));
-  return it != k.config->end() && it->second == value;
+  return k.config->is(sym, value);
 }
 
 CheckResult checkKernels(const std::vector<ImageKernel>& ks) {

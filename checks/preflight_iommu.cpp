@@ -143,8 +143,7 @@ CheckResult checkCmdlineIommu(const PlatformFacts& p, const Snapshot* s, const C
     return makeCheck(id, CheckStatus::kPass, "intel_iommu=on");
   }
   if (p.kernelConfig) {
-    auto it = p.kernelConfig->find("CONFIG_INTEL_IOMMU_DEFAULT_ON");
-    if (it != p.kernelConfig->end() && it->second == "y") {
+    if (p.kernelConfig->is("CONFIG_INTEL_IOMMU_DEFAULT_ON", "y")) {
       return makeCheck(id, CheckStatus::kPass,
                        "CONFIG_INTEL_IOMMU_DEFAULT_ON=y in boot/config-" + p.kernelRelease +
                            ": on without an argument");

@@ -148,8 +148,7 @@ CheckResult checkLockdown(const PlatformFacts& p, Mode mode, const std::string& 
   if (p.lockdown && *p.lockdown != "none") why.push_back("kernel lockdown is " + *p.lockdown);
   if (p.secureBoot == true) why.push_back("Secure Boot is enabled");
   if (p.kernelConfig) {
-    auto f = p.kernelConfig->find("CONFIG_MODULE_SIG_FORCE");
-    if (f != p.kernelConfig->end() && f->second == "y")
+    if (p.kernelConfig->is("CONFIG_MODULE_SIG_FORCE", "y"))
       why.push_back("the kernel enforces module signatures");
   }
   if (why.empty()) {

@@ -95,8 +95,7 @@ CheckResult passthroughPersistence(const BootVfio& b, const std::vector<PciId>& 
             "\" in /etc/modprobe.d/hostprep-vfio.conf (or " + persist + ")");
   }
   // ids cover the targets: will vfio-pci win the race against the host driver?
-  const bool builtin =
-      config && config->count("CONFIG_VFIO_PCI") && config->at("CONFIG_VFIO_PCI") == "y";
+  const bool builtin = config && config->is("CONFIG_VFIO_PCI", "y");
   if (builtin && !b.cmdlineIds && !unit) {
     return makeCheck(
         kId, CheckStatus::kWarn,

@@ -13,9 +13,9 @@ constexpr std::string_view kGroupInterface =
 std::optional<std::string> configSymbol(const std::optional<KernelConfig>& config,
                                         const std::string& sym) {
   if (!config) return std::nullopt;
-  auto it = config->find(sym);
-  if (it == config->end() || it->second == "n") return std::nullopt;
-  return it->second;
+  auto v = config->get(sym);
+  if (!v || *v == "n") return std::nullopt;
+  return std::string(*v);
 }
 
 std::string symbolText(const std::optional<std::string>& v, std::string_view sym) {

@@ -9,6 +9,8 @@
 #include <string>
 #include <type_traits>
 
+#include "drivers/module_index.hpp"
+
 namespace hostprep {
 namespace {
 
@@ -132,8 +134,8 @@ class KmodLoader final : public ModuleLoader {
     const Libkmod& k = libkmod();
     if (!k.handle) return nullptr;
     const std::string dir = host_.resolve("lib/modules/" + release_).string();
-    const std::string conf = host_.resolve("etc/modprobe.d").string();
-    const std::string libconf = host_.resolve("lib/modprobe.d").string();
+    const std::string conf = host_.resolve(kModprobeConfigDirs[0]).string();
+    const std::string libconf = host_.resolve(kModprobeConfigDirs[1]).string();
     const char* configs[] = {conf.c_str(), libconf.c_str(), nullptr};
     ctx_.reset(k.newCtx(dir.c_str(), configs));
     if (ctx_) k.setLogPriority(ctx_.get(), 0);

@@ -6,6 +6,7 @@
 #include <array>
 #include <memory>
 
+#include "drivers/module_index.hpp"
 #include "drivers/parsers.hpp"
 #include "drivers/text.hpp"
 
@@ -19,35 +20,54 @@ constexpr std::string_view kSecureBootVar =
 constexpr std::string_view kFramebufferNames[] = {"efifb", "simpledrm", "BOOTFB", "vesafb",
                                                   "simple-framebuffer"};
 
-// libkmod reads only the binary indexes (modules.dep.bin, modules.builtin.bin). A root that has
-// only the text files (a fixture, an image built without running depmod's binary output) is
-// still answerable from the text: the same names, one module per line.
-std::set<std::string> textIndexNames(const Host& host, const std::string& release) {
-  std::set<std::string> out;
-  for (auto f : {"modules.dep", "modules.builtin"}) {
-    if (auto t = host.read(hostPath("lib/modules", release, f), 64u << 20)) {
-      auto n = parseModuleIndexNames(*t);
-      out.insert(n.begin(), n.end());
-    }
-  }
-  return out;
-}
-
 std::optional<std::string> configValue(const std::optional<KernelConfig>& config,
                                        std::string_view module) {
   if (!config) return std::nullopt;
   auto sym = configSymbolOf(module);
   if (!sym) return std::nullopt;
-  auto it = config->find(std::string(*sym));
-  if (it == config->end() || it->second == "n") return std::nullopt;
-  return it->second;
+  auto v = config->get(*sym);
+  if (!v || *v == "n") return std::nullopt;
+  return std::string(*v);
+}
+
+// The facts of each module asked for. The release's text index is read by name first; libkmod is
+// asked only about a module that nothing cheaper shows to be there (loaded, in sys/module, listed,
+// built in by the config) and that an alias or a modprobe.d line could still resolve
+// (module_index.hpp): its dlopen and libcrypto's relocations cost more than the whole rest of
+// this read.
+std::map<std::string, ModuleFacts> moduleFacts(const Host& host, const std::string& release,
+                                               const ModuleLoader* loader,
+                                               const std::set<std::string>& names,
+                                               const std::set<std::string>* loaded,
+                                               const std::optional<KernelConfig>& config) {
+  std::map<std::string, ModuleFacts> out;
+  const std::set<std::string> listed =
+      release.empty() ? std::set<std::string>{} : listedModules(host, release, names);
+  std::set<std::string> unknown;
+  for (const auto& m : names) {
+    ModuleFacts f;
+    if (loaded) {
+      f.loaded = loaded->count(m) != 0;
+      f.sysModule = host.exists(hostPath("sys/module", m));
+    }
+    f.indexed = listed.count(m) != 0;
+    f.config = configValue(config, m);
+    if (!f.available()) unknown.insert(m);
+    out[m] = f;
+  }
+  if (loader && !release.empty()) {
+    for (const auto& m : resolvableModules(host, release, unknown)) {
+      out[m].indexed = loader->available(m);
+    }
+  }
+  return out;
 }
 
 std::optional<KernelConfig> readKernelConfig(const Host& host, const std::string& release) {
   if (release.empty()) return std::nullopt;
   auto t = host.read(hostPath("boot", "config-" + release), 16u << 20);
   if (!t) return std::nullopt;
-  return parseKernelConfig(*t);
+  return parseKernelConfig(std::move(*t));
 }
 
 // The running kernel's config: boot/config-<release> (Debian, RHEL, SUSE install it), else
@@ -64,7 +84,7 @@ std::optional<KernelConfig> readRunningKernelConfig(const Host& host, const std:
   auto text = gunzip(*gz, 16u << 20);
   if (!text) return std::nullopt;
   source = "proc/config.gz";
-  return parseKernelConfig(*text);
+  return parseKernelConfig(std::move(*text));
 }
 
 }  // namespace
@@ -187,13 +207,19 @@ std::optional<std::string> gunzip(std::string_view gz, size_t cap) {
   return out;
 }
 
-KernelConfig parseKernelConfig(std::string_view text) {
-  KernelConfig c;
-  for (auto raw : splitLines(text)) {
+KernelConfig::KernelConfig(std::string text) : text_(std::move(text)) {
+  const std::string_view all(text_);
+  auto span = [&](std::string_view part) {
+    return Span{static_cast<uint32_t>(part.data() - all.data()),
+                static_cast<uint32_t>(part.size())};
+  };
+  static constexpr std::string_view kNotSet = " is not set";
+  if (all.size() > UINT32_MAX) return;  // read with a 16 MiB cap; never so large
+  for (auto raw : splitLines(all)) {
     auto line = trim(raw);
-    if (startsWith(line, "# CONFIG_") && endsWith(line, " is not set")) {
-      auto name = line.substr(2, line.size() - 2 - 11);
-      c[std::string(trim(name))] = "n";
+    if (startsWith(line, "# CONFIG_") && endsWith(line, kNotSet)) {
+      auto name = trim(line.substr(2, line.size() - 2 - kNotSet.size()));
+      index_.push_back({span(name), Span{UINT32_MAX, 0}});  // "n", below
       continue;
     }
     if (!startsWith(line, "CONFIG_")) continue;
@@ -201,10 +227,23 @@ KernelConfig parseKernelConfig(std::string_view text) {
     if (eq == std::string_view::npos) continue;
     auto v = line.substr(eq + 1);
     if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-    c[std::string(line.substr(0, eq))] = std::string(v);
+    index_.push_back({span(line.substr(0, eq)), span(v)});
   }
-  return c;
+  // Sorted by symbol; of a symbol set twice the later line wins, as a map built in order had it.
+  std::stable_sort(index_.begin(), index_.end(),
+                   [&](const auto& a, const auto& b) { return view(a.first) < view(b.first); });
 }
+
+std::optional<std::string_view> KernelConfig::get(std::string_view symbol) const {
+  auto it = std::upper_bound(index_.begin(), index_.end(), symbol,
+                             [&](std::string_view s, const auto& e) { return s < view(e.first); });
+  if (it == index_.begin() || view((it - 1)->first) != symbol) return std::nullopt;
+  const Span v = (it - 1)->second;
+  if (v.at == UINT32_MAX) return std::string_view("n");
+  return view(v);
+}
+
+KernelConfig parseKernelConfig(std::string text) { return KernelConfig(std::move(text)); }
 
 std::optional<std::string> parseLockdown(std::string_view text) {
   for (auto w : splitWords(text)) {
@@ -223,21 +262,6 @@ std::optional<bool> ecapInterruptRemapping(std::string_view ecap) {
 std::optional<bool> parseSecureBootVar(std::string_view bytes) {
   if (bytes.size() < 5) return std::nullopt;
   return bytes[4] == 1;
-}
-
-std::set<std::string> parseModuleIndexNames(std::string_view text) {
-  std::set<std::string> out;
-  for (auto line : splitLines(text)) {
-    line = trim(line);
-    auto colon = line.find(':');
-    if (colon != std::string_view::npos) line = line.substr(0, colon);
-    auto slash = line.rfind('/');
-    auto base = slash == std::string_view::npos ? line : line.substr(slash + 1);
-    auto ko = base.find(".ko");
-    if (ko == std::string_view::npos || ko == 0) continue;
-    out.insert(normalizeModuleName(base.substr(0, ko)));
-  }
-  return out;
 }
 
 std::optional<FabricMode> FabricManagerFacts::mode() const {
@@ -333,18 +357,12 @@ PlatformFacts readPlatform(const Host& host, const std::string& kernelRelease,
   p.kernelConfig = readRunningKernelConfig(host, kernelRelease, p.kernelConfigSource);
   std::set<std::string> loaded;
   if (auto t = host.read("proc/modules")) loaded = parseProcModules(*t);
-  std::set<std::string> text =
-      kernelRelease.empty() ? std::set<std::string>{} : textIndexNames(host, kernelRelease);
+  std::set<std::string> names;
   for (const auto& name : modules) {
     const std::string m = normalizeModuleName(name);
-    if (!isValidModuleName(m)) continue;
-    ModuleFacts f;
-    f.loaded = loaded.count(m) != 0;
-    f.sysModule = host.exists(hostPath("sys/module", m));
-    f.indexed = text.count(m) != 0 || (!kernelRelease.empty() && loader.available(m));
-    f.config = configValue(p.kernelConfig, m);
-    p.modules[m] = f;
+    if (isValidModuleName(m)) names.insert(m);
   }
+  p.modules = moduleFacts(host, kernelRelease, &loader, names, &loaded, p.kernelConfig);
 
   // 5. NVSwitch fabric, confidential computing, the vGPU manager's firmware.
   p.fabricManager = readFabricManager(host);
@@ -369,6 +387,11 @@ std::vector<ImageKernel> readImageKernels(
     const Host& host, const std::vector<std::string>& modules,
     const std::function<std::unique_ptr<ModuleLoader>(const std::string&)>& loaderFor) {
   std::vector<ImageKernel> out;
+  std::set<std::string> names;
+  for (const auto& name : modules) {
+    const std::string m = normalizeModuleName(name);
+    if (isValidModuleName(m)) names.insert(m);
+  }
   auto releases = host.list("lib/modules");
   if (!releases) return out;
   for (const auto& r : *releases) {
@@ -382,16 +405,8 @@ std::vector<ImageKernel> readImageKernels(
     ImageKernel k;
     k.release = r;
     k.config = readKernelConfig(host, r);
-    auto text = textIndexNames(host, r);
     auto loader = loaderFor(r);
-    for (const auto& name : modules) {
-      const std::string m = normalizeModuleName(name);
-      if (!isValidModuleName(m)) continue;
-      ModuleFacts f;
-      f.indexed = text.count(m) != 0 || (loader && loader->available(m));
-      f.config = configValue(k.config, m);
-      k.modules[m] = f;
-    }
+    k.modules = moduleFacts(host, r, loader.get(), names, nullptr, k.config);
     out.push_back(std::move(k));
   }
   return out;

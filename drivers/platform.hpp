@@ -58,16 +58,34 @@ struct FirmwareFramebuffer {
 struct ModuleFacts {
   bool loaded = false;     // proc/modules
   bool sysModule = false;  // sys/module/<m> exists (loaded, or built in with parameters)
-  bool indexed = false;    // in the release's module index (modules.dep / modules.builtin)
+  // In the release's module index (modules.dep, modules.builtin, an alias). Only the text index
+  // is read when loaded, sysModule or config already show the module to be there.
+  bool indexed = false;
   // CONFIG_ symbol value from boot/config-<release> ("y", "m"), nullopt when not set or unknown.
   std::optional<std::string> config;
 
   bool available() const { return loaded || sysModule || indexed || config == "y"; }
 };
 
-// A kernel build configuration (boot/config-<release>): CONFIG_X -> "y" | "m" | value.
-// "# CONFIG_X is not set" is recorded as "n".
-using KernelConfig = std::map<std::string, std::string>;
+// A kernel build configuration (boot/config-<release>, proc/config.gz): CONFIG_X -> "y" | "m" |
+// value; "# CONFIG_X is not set" reads as "n". It keeps the text and a sorted index into it: a
+// config names ~10,000 symbols and hostprep asks about a dozen, so no string is made per symbol.
+class KernelConfig {
+ public:
+  explicit KernelConfig(std::string text);
+  // The symbol's value (quotes removed), nullopt when the config does not name it.
+  std::optional<std::string_view> get(std::string_view symbol) const;
+  bool is(std::string_view symbol, std::string_view value) const { return get(symbol) == value; }
+  size_t size() const { return index_.size(); }
+
+ private:
+  struct Span {
+    uint32_t at, len;
+  };
+  std::string_view view(Span s) const { return std::string_view(text_).substr(s.at, s.len); }
+  std::string text_;
+  std::vector<std::pair<Span, Span>> index_;  // (symbol, value), sorted by symbol
+};
 
 // NVIDIA Fabric Manager as the host tree shows it (HGX/DGX systems with NVSwitches).
 struct FabricManagerFacts {
@@ -149,7 +167,7 @@ std::optional<std::string_view> configSymbolOf(std::string_view module);
 CpuFacts parseCpuinfo(std::string_view text);
 InterruptFacts parseInterrupts(std::string_view text);
 std::vector<FirmwareFramebuffer> parseIomemFramebuffers(std::string_view text);
-KernelConfig parseKernelConfig(std::string_view text);
+KernelConfig parseKernelConfig(std::string text);
 // A gzip stream's content (proc/config.gz), at most `cap` bytes; nullopt when it is not gzip,
 // truncated, or larger.
 std::optional<std::string> gunzip(std::string_view gz, size_t cap);
@@ -158,7 +176,5 @@ std::optional<std::string> parseLockdown(std::string_view text);  // "[none] int
 std::optional<bool> ecapInterruptRemapping(std::string_view ecap);
 // efivars: 4 bytes of attributes, then the value byte.
 std::optional<bool> parseSecureBootVar(std::string_view bytes);
-// Module names listed in a text modules.dep / modules.builtin ("kernel/drivers/vfio/vfio.ko:").
-std::set<std::string> parseModuleIndexNames(std::string_view text);
 
 }  // namespace hostprep

@@ -77,10 +77,23 @@ TEST_CASE("kernel config, lockdown, ecap, SecureBoot, module index", "[platform]
   auto c = parseKernelConfig(
       "# comment\nCONFIG_VFIO=m\n# CONFIG_INTEL_IOMMU_DEFAULT_ON is not set\n"
       "CONFIG_LOCALVERSION=\"-x\"\nCONFIG_VFIO_PCI=y\n");
-  CHECK(c.at("CONFIG_VFIO") == "m");
-  CHECK(c.at("CONFIG_INTEL_IOMMU_DEFAULT_ON") == "n");
-  CHECK(c.at("CONFIG_LOCALVERSION") == "-x");
-  CHECK(c.at("CONFIG_VFIO_PCI") == "y");
+  CHECK(c.get("CONFIG_VFIO") == "m");
+  CHECK(c.get("CONFIG_INTEL_IOMMU_DEFAULT_ON") == "n");
+  CHECK(c.get("CONFIG_LOCALVERSION") == "-x");
+  CHECK(c.get("CONFIG_VFIO_PCI") == "y");
+  CHECK(c.is("CONFIG_VFIO_PCI", "y"));
+  CHECK_FALSE(c.is("CONFIG_VFIO", "y"));
+  CHECK_FALSE(c.get("CONFIG_VFI"));  // a prefix of a symbol is not the symbol
+  CHECK_FALSE(c.get("CONFIG_ZZZ"));  // after the last symbol
+  CHECK_FALSE(c.get("A"));           // before the first
+  CHECK(c.size() == 4);
+  // Of a symbol set twice, the later line wins; a copy keeps its own text.
+  auto twice = parseKernelConfig("CONFIG_B=y\nCONFIG_A=1\nCONFIG_B=m\n# CONFIG_A is not set\n");
+  const KernelConfig copy = twice;
+  twice = parseKernelConfig("");
+  CHECK(copy.get("CONFIG_B") == "m");
+  CHECK(copy.get("CONFIG_A") == "n");
+  CHECK_FALSE(twice.get("CONFIG_B"));
 
   CHECK(parseLockdown("[none] integrity confidentiality\n") == std::optional<std::string>("none"));
   CHECK(parseLockdown("none integrity [confidentiality]") ==
@@ -97,13 +110,6 @@ TEST_CASE("kernel config, lockdown, ecap, SecureBoot, module index", "[platform]
   CHECK(parseSecureBootVar(std::string("\x06\0\0\0\0", 5)) == std::optional<bool>(false));
   CHECK_FALSE(parseSecureBootVar("ab"));
 
-  auto names = parseModuleIndexNames(
-      "kernel/drivers/vfio/pci/vfio-pci.ko.xz: kernel/drivers/vfio/vfio.ko.xz\n"
-      "kernel/drivers/vfio/vfio.ko.zst:\n"
-      "updates/dkms/nvidia.ko:\n"
-      "kernel/drivers/pci/pci-stub.ko\n"
-      "garbage line\n");
-  CHECK(names == std::set<std::string>{"nvidia", "pci_stub", "vfio", "vfio_pci"});
   CHECK(configSymbolOf("vfio-pci") == std::optional<std::string_view>("CONFIG_VFIO_PCI"));
   CHECK_FALSE(configSymbolOf("nvidia"));
 }
