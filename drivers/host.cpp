@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "drivers/c_handle.hpp"
@@ -301,6 +302,56 @@ Result<std::string> RootHost::read(std::string_view path, size_t cap) const {
   }
   out.resize(used);
   return out;
+}
+
+FileText FileText::mapped(const void* data, size_t size) {
+  FileText t;
+  t.map_ = static_cast<const char*>(data);
+  t.mapSize_ = size;
+  return t;
+}
+
+FileText::FileText(FileText&& o) noexcept
+    : text_(std::move(o.text_)), map_(std::exchange(o.map_, nullptr)), mapSize_(o.mapSize_) {}
+
+FileText& FileText::operator=(FileText&& o) noexcept {
+  std::swap(text_, o.text_);  // o unmaps what this held
+  std::swap(map_, o.map_);
+  std::swap(mapSize_, o.mapSize_);
+  return *this;
+}
+
+FileText::~FileText() {
+  if (map_) ::munmap(const_cast<char*>(map_), mapSize_);
+}
+
+Result<FileText> Host::readText(std::string_view path, size_t cap) const {
+  auto t = read(path, cap);
+  if (!t) return t.error();
+  return FileText(std::move(*t));
+}
+
+Result<FileText> RootHost::readText(std::string_view path, size_t cap) const {
+  // Below this a copy costs less than a mapping's set-up and tear-down.
+  constexpr off_t kMapFrom = 64 * 1024;
+  if (auto e = unsafePath(path)) return *e;
+  const std::string p = resolve(path);
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return sysError("cannot read " + p, errno);
+  FdCloser closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < kMapFrom) {
+    return Host::readText(path, cap);
+  }
+  if (static_cast<size_t>(st.st_size) > cap) {
+    return sysError("cannot read " + p + ": larger than " + std::to_string(cap) + " bytes", EFBIG);
+  }
+  // MAP_POPULATE maps the page cache's pages up front: no fault per page while scanning. depmod
+  // replaces its files by rename, so the mapped inode is never truncated under the reader.
+  void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE,
+                   fd, 0);
+  if (m == MAP_FAILED) return Host::readText(path, cap);
+  return FileText::mapped(m, static_cast<size_t>(st.st_size));
 }
 
 Result<std::string> RootHost::readLink(std::string_view path) const {

@@ -40,6 +40,27 @@ class FileLock {
   int fd_ = -1;
 };
 
+// A file's bytes held for reading in place: a read-only mapping of a large regular file, or a
+// string. Move-only.
+class FileText {
+ public:
+  FileText() = default;
+  explicit FileText(std::string text) : text_(std::move(text)) {}
+  static FileText mapped(const void* data, size_t size);  // takes the mapping over
+  FileText(FileText&& o) noexcept;
+  FileText& operator=(FileText&& o) noexcept;
+  FileText(const FileText&) = delete;
+  FileText& operator=(const FileText&) = delete;
+  ~FileText();
+
+  std::string_view view() const { return map_ ? std::string_view(map_, mapSize_) : text_; }
+
+ private:
+  std::string text_;
+  const char* map_ = nullptr;
+  size_t mapSize_ = 0;
+};
+
 class Host {
  public:
   virtual ~Host() = default;
@@ -51,6 +72,9 @@ class Host {
 
   // Reads a whole file up to `cap` bytes (ENOENT when absent, EFBIG when longer than cap).
   virtual Result<std::string> read(std::string_view path, size_t cap = kDefaultReadCap) const = 0;
+  // The same bytes to scan in place (module indexes are megabytes): RootHost maps a large
+  // regular file instead of copying it; every other Host reads it.
+  virtual Result<FileText> readText(std::string_view path, size_t cap = kDefaultReadCap) const;
   // The target of a symbolic link, as stored.
   virtual Result<std::string> readLink(std::string_view path) const = 0;
   // Names in a directory, sorted; ENOENT when absent.
@@ -90,6 +114,7 @@ class RootHost final : public Host {
 
   const std::filesystem::path& root() const override { return root_; }
   Result<std::string> read(std::string_view path, size_t cap = kDefaultReadCap) const override;
+  Result<FileText> readText(std::string_view path, size_t cap = kDefaultReadCap) const override;
   Result<std::string> readLink(std::string_view path) const override;
   Result<std::vector<std::string>> list(std::string_view dir) const override;
   bool exists(std::string_view path) const override;

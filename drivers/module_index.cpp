@@ -58,11 +58,11 @@ std::string modulesDir(const std::string& release) { return hostPath("lib/module
 
 // A text index the lookup reads as its binary twin: the text, or nullopt when the binary is there
 // and the text is not (the text cannot speak for it); "" when neither is there.
-std::optional<std::string> textOfIndex(const Host& host, const std::string& dir,
-                                       std::string_view text, std::string_view binary) {
-  if (auto t = host.read(hostPath(dir, text), 64u << 20)) return std::move(*t);
+std::optional<FileText> textOfIndex(const Host& host, const std::string& dir, std::string_view text,
+                                    std::string_view binary) {
+  if (auto t = host.readText(hostPath(dir, text), 64u << 20)) return std::move(*t);
   if (host.exists(hostPath(dir, binary))) return std::nullopt;
-  return std::string();
+  return FileText();
 }
 
 }  // namespace
@@ -146,8 +146,8 @@ std::set<std::string> listedModules(const Host& host, const std::string& release
                                     const std::set<std::string>& names) {
   std::set<std::string> out;
   for (auto f : {"modules.dep", "modules.builtin"}) {
-    if (auto t = host.read(hostPath(modulesDir(release), f), 64u << 20)) {
-      out.merge(namesListedIn(*t, names));
+    if (auto t = host.readText(hostPath(modulesDir(release), f), 64u << 20)) {
+      out.merge(namesListedIn(t->view(), names));
     }
   }
   return out;
@@ -168,8 +168,8 @@ std::set<std::string> resolvableModules(const Host& host, const std::string& rel
       textOfIndex(host, dir, "modules.builtin.modinfo", "modules.builtin.alias.bin");
   if (!aliases || !builtinAliases) return names;
 
-  std::set<std::string> out = namesMatchedByAliases(*aliases, names);
-  out.merge(namesMatchedByBuiltinAliases(*builtinAliases, names));
+  std::set<std::string> out = namesMatchedByAliases(aliases->view(), names);
+  out.merge(namesMatchedByBuiltinAliases(builtinAliases->view(), names));
   for (std::string_view d : kModprobeConfigDirs) {
     auto files = host.list(d);
     if (!files) continue;

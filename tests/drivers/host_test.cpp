@@ -106,6 +106,23 @@ TEST_CASE("read: whole files up to the cap, sized or not", "[host]") {
   auto over = host.read("cap", 99);
   REQUIRE_FALSE(over);
   CHECK(over.error().err == EFBIG);
+  // readText: the same bytes, mapped when large; the same errors.
+  auto mapped = host.readText("lib/modules/r/modules.alias", 64u << 20);
+  REQUIRE(mapped);
+  CHECK(mapped->view() == big);
+  auto small = host.readText("cap", 100);
+  REQUIRE(small);
+  CHECK(small->view() == std::string(100, 'c'));
+  FileText moved = std::move(*mapped);  // the mapping moves with it
+  CHECK(moved.view() == big);
+  moved = std::move(*small);
+  CHECK(moved.view() == std::string(100, 'c'));
+  auto tooBig = host.readText("lib/modules/r/modules.alias", 1u << 20);
+  REQUIRE_FALSE(tooBig);
+  CHECK(tooBig.error().err == EFBIG);
+  auto absent = host.readText("lib/modules/r/modules.dep");
+  REQUIRE_FALSE(absent);
+  CHECK(absent.error().err == ENOENT);
   // procfs reports size 0: read until end of file all the same.
   RootHost live("/");
   auto maps = live.read("proc/self/maps", 16u << 20);
