@@ -193,6 +193,13 @@ std::optional<std::string> gunzip(std::string_view gz, size_t cap) {
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
   zs.avail_in = static_cast<uInt>(gz.size());
   std::string out;
+  // The gzip trailer's ISIZE is the content's size mod 2^32 (RFC 1952, 2.3.1): room for it up
+  // front spares the string its regrowth copies. Only a hint: the loop below checks the cap.
+  if (gz.size() >= 18) {
+    const auto* t = reinterpret_cast<const unsigned char*>(gz.data() + gz.size() - 4);
+    const size_t isize = t[0] | (t[1] << 8) | (t[2] << 16) | (size_t{t[3]} << 24);
+    out.reserve(std::min(isize, cap) + 1);
+  }
   char buf[16384];
   int rc = Z_OK;
   while (rc != Z_STREAM_END) {

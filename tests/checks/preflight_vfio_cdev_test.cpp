@@ -182,3 +182,22 @@ TEST_CASE("iommufd on an image root: what each installed kernel's config says",
         "kernel 6.1.0-18-amd64 built with iommufd and VFIO device files (CONFIG_IOMMUFD, "
         "CONFIG_VFIO_DEVICE_CDEV=y); the device files need the hardware");
 }
+
+TEST_CASE("gunzip: the content whatever the trailer's size claims; nullopt when cut or too big",
+          "[platform]") {
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "CONFIG_SYMBOL_" + std::to_string(i) + "=y\n";
+  const std::string gz = gzip(text);
+  CHECK(gunzip(gz, 16u << 20) == text);
+  // ISIZE (the last 4 bytes) is only a hint for the buffer: a lying one changes nothing, but
+  // inflate checks it against the content, so the stream is reported corrupt.
+  std::string small = gz, huge = gz;
+  small.replace(small.size() - 4, 4, std::string("\x01\0\0\0", 4));
+  huge.replace(huge.size() - 4, 4, "\xff\xff\xff\xff");
+  CHECK_FALSE(gunzip(small, 16u << 20));
+  CHECK_FALSE(gunzip(huge, 16u << 20));
+  CHECK_FALSE(gunzip(gz, text.size() - 1));                     // over the cap
+  CHECK(gunzip(gz, text.size()) == text);                       // exactly the cap
+  CHECK_FALSE(gunzip(gz.substr(0, gz.size() / 2), 16u << 20));  // cut
+  CHECK_FALSE(gunzip("not gzip at all, but long enough", 16u << 20));
+}
