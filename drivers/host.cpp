@@ -269,20 +269,23 @@ std::filesystem::path Host::resolve(std::string_view hostPath) const {
 
 RootHost::RootHost(std::filesystem::path root) : root_(std::move(root)) {}
 
-Result<std::string> RootHost::read(std::string_view path, size_t cap) const {
+namespace {
+
+// Opens a host path to read; sets `resolved` to where it lives on this machine.
+Result<int> openToRead(const Host& host, std::string_view path, std::string& resolved) {
   if (auto e = unsafePath(path)) return *e;
-  const std::string p = resolve(path);
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) return sysError("cannot read " + p, errno);
-  FdCloser closer{fd};
-  // Read straight into the string: a regular file in one buffer of its size (a module index is
-  // megabytes, and growing a string by appends copied it and faulted in fresh pages at every
-  // doubling); sysfs and procfs files report 4096 or 0 and grow a page at a time.
-  struct stat st {};
-  size_t want = 4096;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-    want = std::min(static_cast<size_t>(st.st_size), cap) + 1;  // +1: sees EOF in one read
-  }
+  resolved = host.resolve(path);
+  int fd = ::open(resolved.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return sysError("cannot read " + resolved, errno);
+  return fd;
+}
+
+// Reads an open file (`size` from fstat, 0 when unknown) straight into the string: a regular
+// file in one buffer of its size (a module index is megabytes, and growing a string by appends
+// copied it and faulted in fresh pages at every doubling); sysfs and procfs files report 4096
+// or 0 and grow a page at a time.
+Result<std::string> readOpened(int fd, const std::string& p, size_t size, size_t cap) {
+  const size_t want = size > 0 ? std::min(size, cap) + 1 : 4096;  // +1: sees EOF in one read
   std::string out;
   size_t used = 0;
   for (;;) {
@@ -302,6 +305,22 @@ Result<std::string> RootHost::read(std::string_view path, size_t cap) const {
   }
   out.resize(used);
   return out;
+}
+
+size_t regularFileSize(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0) return 0;
+  return static_cast<size_t>(st.st_size);
+}
+
+}  // namespace
+
+Result<std::string> RootHost::read(std::string_view path, size_t cap) const {
+  std::string p;
+  auto fd = openToRead(*this, path, p);
+  if (!fd) return fd.error();
+  FdCloser closer{*fd};
+  return readOpened(*fd, p, regularFileSize(*fd), cap);
 }
 
 FileText FileText::mapped(const void* data, size_t size) {
@@ -333,25 +352,21 @@ Result<FileText> Host::readText(std::string_view path, size_t cap) const {
 
 Result<FileText> RootHost::readText(std::string_view path, size_t cap) const {
   // Below this a copy costs less than a mapping's set-up and tear-down.
-  constexpr off_t kMapFrom = 64 * 1024;
-  if (auto e = unsafePath(path)) return *e;
-  const std::string p = resolve(path);
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) return sysError("cannot read " + p, errno);
-  FdCloser closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < kMapFrom) {
-    return Host::readText(path, cap);
+  constexpr size_t kMapFrom = size_t{64} << 10;
+  std::string p;
+  auto fd = openToRead(*this, path, p);
+  if (!fd) return fd.error();
+  FdCloser closer{*fd};
+  const size_t size = regularFileSize(*fd);
+  if (size >= kMapFrom && size <= cap) {
+    // MAP_POPULATE maps the page cache's pages up front: no fault per page while scanning.
+    // depmod replaces its files by rename, so the mapped inode is never truncated under us.
+    void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, *fd, 0);
+    if (m != MAP_FAILED) return FileText::mapped(m, size);
   }
-  if (static_cast<size_t>(st.st_size) > cap) {
-    return sysError("cannot read " + p + ": larger than " + std::to_string(cap) + " bytes", EFBIG);
-  }
-  // MAP_POPULATE maps the page cache's pages up front: no fault per page while scanning. depmod
-  // replaces its files by rename, so the mapped inode is never truncated under the reader.
-  void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE,
-                   fd, 0);
-  if (m == MAP_FAILED) return Host::readText(path, cap);
-  return FileText::mapped(m, static_cast<size_t>(st.st_size));
+  auto t = readOpened(*fd, p, size, cap);  // small, too big (EFBIG), or not mappable
+  if (!t) return t.error();
+  return FileText(std::move(*t));
 }
 
 Result<std::string> RootHost::readLink(std::string_view path) const {

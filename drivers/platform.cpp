@@ -197,7 +197,8 @@ std::optional<std::string> gunzip(std::string_view gz, size_t cap) {
   // front spares the string its regrowth copies. Only a hint: the loop below checks the cap.
   if (gz.size() >= 18) {
     const auto* t = reinterpret_cast<const unsigned char*>(gz.data() + gz.size() - 4);
-    const size_t isize = t[0] | (t[1] << 8) | (t[2] << 16) | (size_t{t[3]} << 24);
+    const size_t isize =
+        size_t{t[0]} | (size_t{t[1]} << 8) | (size_t{t[2]} << 16) | (size_t{t[3]} << 24);
     out.reserve(std::min(isize, cap) + 1);
   }
   char buf[16384];

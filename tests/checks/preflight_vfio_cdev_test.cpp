@@ -183,7 +183,7 @@ TEST_CASE("iommufd on an image root: what each installed kernel's config says",
         "CONFIG_VFIO_DEVICE_CDEV=y); the device files need the hardware");
 }
 
-TEST_CASE("gunzip: the content whatever the trailer's size claims; nullopt when cut or too big",
+TEST_CASE("gunzip: the content whatever the trailer's size says, nullopt when cut or too big",
           "[platform]") {
   std::string text;
   for (int i = 0; i < 20000; ++i) text += "CONFIG_SYMBOL_" + std::to_string(i) + "=y\n";
