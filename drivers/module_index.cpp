@@ -2,8 +2,6 @@
 
 #include <fnmatch.h>
 
-#include <algorithm>
-
 #include "drivers/parsers.hpp"
 #include "drivers/text.hpp"
 
@@ -91,9 +89,8 @@ bool aliasMayMatch(std::string_view pattern, std::string_view name) {
     if (i >= name.size() || (c == '-' ? '_' : c) != name[i]) return false;
   }
   if (i == pattern.size()) return i == name.size();
-  // fnmatch backtracks on every '*'; real aliases have a few and are short. One that is not
-  // cannot be judged cheaply here, so libkmod is asked.
-  if (pattern.size() > 256 || std::count(pattern.begin(), pattern.end(), '*') > 16) return true;
+  // A pattern fnmatch cannot judge cheaply is left to libkmod.
+  if (!aliasPatternAffordable(pattern)) return true;
   const std::string n(name);
   return ::fnmatch(normalizeAlias(pattern).c_str(), n.c_str(), 0) == 0;
 }

@@ -84,6 +84,10 @@ std::vector<ModuleAlias> parseModulesAlias(std::string_view text, std::string_vi
   return out;
 }
 
+bool aliasPatternAffordable(std::string_view pattern) {
+  return pattern.size() <= 256 && std::count(pattern.begin(), pattern.end(), '*') <= 16;
+}
+
 std::string bestVfioModule(std::string_view modulesAlias, std::string_view modalias) {
   std::string target(trim(modalias));
   if (!startsWith(target, "pci:")) return "vfio_pci";
@@ -94,10 +98,8 @@ std::string bestVfioModule(std::string_view modulesAlias, std::string_view modal
     // The module becomes a driver directory and a driver_override value: a hostile or corrupt
     // modules.alias line ("alias vfio_pci:* ../../x") is skipped, never followed.
     if (!isValidModuleName(a.module)) continue;
-    // fnmatch backtracks on every '*': real aliases have at most 7 and are short, so a pattern
-    // with more cannot be real and must not cost exponential time.
-    long stars = std::count(a.pattern.begin(), a.pattern.end(), '*');
-    if (stars > 16 || a.pattern.size() > 256) continue;
+    if (!aliasPatternAffordable(a.pattern)) continue;
+    const long stars = std::count(a.pattern.begin(), a.pattern.end(), '*');
     if (::fnmatch(a.pattern.c_str(), target.c_str(), 0) != 0) continue;
     if (bestStars < 0 || stars < bestStars) {
       bestStars = stars;

@@ -35,6 +35,10 @@ struct ModuleAlias {
   std::string module;
 };
 std::vector<ModuleAlias> parseModulesAlias(std::string_view text, std::string_view prefix = {});
+// Can fnmatch(3) judge this alias pattern at a bounded cost? fnmatch backtracks on every '*':
+// real aliases have at most 7 and are short, so a pattern with more than 16 or longer than 256
+// characters cannot be real and must not cost exponential time.
+bool aliasPatternAffordable(std::string_view pattern);
 
 // The best VFIO driver for a device, as NVIDIA's vfio-manage picks it: among "vfio_pci:" aliases
 // whose pattern matches the device's modalias (with "pci:" replaced by "vfio_pci:"), the one with

@@ -30,6 +30,17 @@ std::optional<std::string> configValue(const std::optional<KernelConfig>& config
   return std::string(*v);
 }
 
+// The module names asked for, normalised; a name that could not be a module (a path, say) is
+// dropped, never looked up.
+std::set<std::string> moduleNamesAsked(const std::vector<std::string>& modules) {
+  std::set<std::string> names;
+  for (const auto& name : modules) {
+    const std::string m = normalizeModuleName(name);
+    if (isValidModuleName(m)) names.insert(m);
+  }
+  return names;
+}
+
 // The facts of each module asked for. The release's text index is read by name first; libkmod is
 // asked only about a module that nothing cheaper shows to be there (loaded, in sys/module, listed,
 // built in by the config) and that an alias or a modprobe.d line could still resolve
@@ -365,11 +376,7 @@ PlatformFacts readPlatform(const Host& host, const std::string& kernelRelease,
   p.kernelConfig = readRunningKernelConfig(host, kernelRelease, p.kernelConfigSource);
   std::set<std::string> loaded;
   if (auto t = host.read("proc/modules")) loaded = parseProcModules(*t);
-  std::set<std::string> names;
-  for (const auto& name : modules) {
-    const std::string m = normalizeModuleName(name);
-    if (isValidModuleName(m)) names.insert(m);
-  }
+  const std::set<std::string> names = moduleNamesAsked(modules);
   p.modules = moduleFacts(host, kernelRelease, &loader, names, &loaded, p.kernelConfig);
 
   // 5. NVSwitch fabric, confidential computing, the vGPU manager's firmware.
@@ -395,11 +402,7 @@ std::vector<ImageKernel> readImageKernels(
     const Host& host, const std::vector<std::string>& modules,
     const std::function<std::unique_ptr<ModuleLoader>(const std::string&)>& loaderFor) {
   std::vector<ImageKernel> out;
-  std::set<std::string> names;
-  for (const auto& name : modules) {
-    const std::string m = normalizeModuleName(name);
-    if (isValidModuleName(m)) names.insert(m);
-  }
+  const std::set<std::string> names = moduleNamesAsked(modules);
   auto releases = host.list("lib/modules");
   if (!releases) return out;
   for (const auto& r : *releases) {
