@@ -60,8 +60,9 @@ void releaseFreeMemory() {
 
 }  // namespace
 
-std::optional<std::set<Bdf>> changedFunctions(const std::vector<DeviceEvent>& events) {
-  std::set<Bdf> out;
+std::optional<ChangedFunctions> changedFunctions(const std::vector<DeviceEvent>& events) {
+  ChangedFunctions out;
+  std::set<Bdf> changedOtherwise;  // named by a change event (anything may have moved)
   for (const auto& e : events) {
     if (e.subsystem == "vfio" && (e.action == "add" || e.action == "remove")) continue;
     if (e.subsystem != "pci" ||
@@ -70,7 +71,11 @@ std::optional<std::set<Bdf>> changedFunctions(const std::vector<DeviceEvent>& ev
     }
     auto bdf = parseBdf(e.sysname);
     if (!bdf) return std::nullopt;
-    out.insert(*bdf);
+    out.functions.insert(*bdf);
+    if (e.action == "change") changedOtherwise.insert(*bdf);
+  }
+  for (const auto& b : out.functions) {
+    if (changedOtherwise.count(b) == 0) out.rebound.insert(b);
   }
   return out;
 }
@@ -142,13 +147,14 @@ Status Agent::convergeNow() {
   return {};
 }
 
-void Agent::observeAndPublish(const std::optional<std::set<Bdf>>& changed) {
+void Agent::observeAndPublish(const std::optional<ChangedFunctions>& changed) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   StatusRequest req;
   if (changed && last_) {
     req.previous = last_.get();
-    req.changed = *changed;
+    req.changed = changed->functions;
+    req.rebound = changed->rebound;
   }
   req.statics = &statics_;
   req.config = config_;
@@ -329,7 +335,8 @@ int Agent::run(EventSource& events, SignalSource& signals) {
     if (!(fds[0].revents & (POLLIN | POLLERR))) continue;
     // Debounce: gather the burst, at most kDebounceMax after its first event.
     auto batch = events.drain();
-    const auto deadline = Clock::now() + kDebounceMax;
+    const auto first = Clock::now();
+    const auto deadline = first + kDebounceMax;
     for (;;) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) break;
@@ -339,7 +346,10 @@ int Agent::run(EventSource& events, SignalSource& signals) {
       auto next = events.drain();
       batch.insert(batch.end(), next.begin(), next.end());
     }
-    if (!batch.empty()) handleEvents(batch);
+    if (batch.empty()) continue;
+    spdlog::debug("time: {} event(s) gathered in {:.1f} ms", batch.size(),
+                  std::chrono::duration<double, std::milli>(Clock::now() - first).count());
+    handleEvents(batch);
   }
 }
 

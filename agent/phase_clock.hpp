@@ -1,5 +1,6 @@
 // Where a command's time goes: one debug line per phase ("time: <phase> <ms> ms"), printed with
-// `hostprep --log-level debug <command> ...`. Used by prepare (converge) and preflight.
+// `hostprep --log-level debug <command> ...`. Used by prepare (converge), preflight, status and
+// the agent (each status it writes).
 #pragma once
 
 #include <spdlog/spdlog.h>

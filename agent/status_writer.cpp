@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "agent/phase_clock.hpp"
 #include "checks/preflight.hpp"
 #include "drivers/bootconfig.hpp"
 #include "drivers/kmod.hpp"
@@ -71,12 +72,14 @@ std::pair<std::optional<Mode>, std::string> desiredMode(const Host& host, const 
 
 Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusRequest& r) {
   auto o = std::make_unique<Observation>();
-  auto snap =
-      r.previous ? refreshSnapshot(host, r.previous->snapshot, r.changed) : readSnapshot(host);
+  PhaseClock clock;
+  auto snap = r.previous ? refreshSnapshot(host, r.previous->snapshot, r.changed, r.rebound)
+                         : readSnapshot(host);
   if (!snap) return snap.error();
   o->snapshot = std::move(*snap);
   o->vgpu = r.previous ? refreshVgpuHost(host, o->snapshot, r.previous->vgpu, r.changed)
                        : readVgpuHost(host, o->snapshot);
+  clock.lap("status: snapshot and vGPU view");
 
   StaticInputs fresh;
   StaticInputs& st = r.statics ? *r.statics : fresh;
@@ -86,6 +89,8 @@ Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusReque
     const auto path = hostPath("lib/modules", o->snapshot.kernelRelease, "modules.alias");
     st.modulesAlias.emplace(o->snapshot.kernelRelease, host.read(path, 64u << 20).value_or(""));
   }
+
+  clock.lap("status: node name, pci.ids, modules.alias");
 
   StatusInputs in;
   in.nodeName = *st.nodeName;
@@ -102,17 +107,24 @@ Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusReque
     in.previous = parseConditions(*prev);
   }
   in.convergeError = r.convergeError;
+  clock.lap("status: desired mode and previous conditions");
   if (in.desiredMode) {
     in.preflight =
         r.preflight ? r.preflight(host, o->snapshot, *in.desiredMode, in.selection, in.rules)
                     : preflightOutcome(host, o->snapshot, *in.desiredMode, in.selection, in.rules);
   }
+  clock.lap("status: preflight");
   o->doc = buildStatus(o->snapshot, o->vgpu, in);
+  clock.lap("status: build the document");
   return o;
 }
 
 Status publish(Host& host, const Observation& o, const AgentConfig& c, const std::string& path) {
-  if (auto s = writeOne(host, path, toJson(o.doc).dump(2) + "\n"); !s) return s;
+  PhaseClock clock;
+  const std::string text = toJson(o.doc).dump(2) + "\n";
+  clock.lap("status: JSON text");
+  if (auto s = writeOne(host, path, text); !s) return s;
+  clock.lap("status: write");
   if (!c.nfdFeaturesPath.empty()) {
     if (auto s = writeOne(host, c.nfdFeaturesPath, nfdFeatures(o.doc)); !s) return s;
   }

@@ -44,6 +44,7 @@ struct StatusRequest {
   // conditions then come from `previous` instead of the status file.
   const Observation* previous = nullptr;
   std::set<Bdf> changed;
+  std::set<Bdf> rebound;  // of `changed`, those only bound or unbound (their binding read again)
   StaticInputs* statics = nullptr;  // unset: read them
 };
 

@@ -177,19 +177,69 @@ std::optional<std::string> vfioDeviceName(const Host& host, const Bdf& bdf) {
   return std::nullopt;
 }
 
+namespace {
+
+// A function directory's listing, and which optional attributes it shows. A directory that cannot
+// be listed (but exists) has every attribute opened one by one, as if it listed them all.
+struct FunctionDir {
+  std::string dir;
+  std::vector<std::string> entries;
+  std::set<std::string_view> present;
+
+  static std::optional<FunctionDir> list(const Host& host, const Bdf& bdf) {
+    FunctionDir d;
+    d.dir = pciDevicePath(bdf);
+    auto entries = host.list(d.dir);
+    if (!entries && !host.exists(d.dir)) return std::nullopt;
+    if (entries) d.entries = std::move(*entries);
+    return d;
+  }
+  // `present` points into `entries`: filled once the object has its final address.
+  void index() { present = {entries.begin(), entries.end()}; }
+  bool has(std::string_view name) const { return entries.empty() || present.count(name) != 0; }
+  std::string at(std::string_view name) const { return hostPath(dir, name); }
+};
+
+// What a bind or an unbind can change, or a write that sends no event: the driver, the override,
+// the SR-IOV switches, device links, and what a driver creates under the function (mdev types
+// with NVIDIA's vGPU manager, vfio-dev with a VFIO driver).
+void readBindingState(const Host& host, const Bdf& bdf, const FunctionDir& d, bool lockHeld,
+                      PciFunction& f) {
+  f.driver = d.has("driver") ? readLinkName(host, d.at("driver")) : std::nullopt;
+  f.unbindPending = lockHeld;
+  f.driverOverride.reset();
+  if (!lockHeld && d.has("driver_override")) {
+    if (auto o = host.read(d.at("driver_override"), 4096))
+      f.driverOverride = parseDriverOverride(*o);
+  }
+  f.sriovNumVfs.reset();
+  f.sriovDriversAutoprobe.reset();
+  if (d.has("sriov_totalvfs")) {
+    if (!lockHeld) f.sriovNumVfs = readInt(host, d.at("sriov_numvfs"));
+    if (auto a = readInt(host, d.at("sriov_drivers_autoprobe"))) f.sriovDriversAutoprobe = *a != 0;
+  }
+  f.consumers.clear();
+  for (const auto& name : d.entries) {
+    if (startsWith(name, "consumer:pci:")) {
+      if (auto b = parseBdf(std::string_view(name).substr(13))) f.consumers.push_back(*b);
+    }
+  }
+  f.mdevTypes.clear();
+  if (d.has("mdev_supported_types")) {
+    if (auto types = host.list(d.at("mdev_supported_types"))) f.mdevTypes = *types;
+  }
+  f.vfioDevice = d.has("vfio-dev") ? vfioDeviceName(host, bdf) : std::nullopt;
+}
+
+}  // namespace
+
 std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld) {
-  const std::string dir = pciDevicePath(bdf);
   // The directory's listing says which optional attributes exist (SR-IOV, boot_vga, physfn,
   // mdev types): only those are opened, which halves the reads of a typical function.
-  // A directory that cannot be listed (but exists) is read attribute by attribute, as before.
-  auto entries = host.list(dir);
-  if (!entries) {
-    if (!host.exists(dir)) return std::nullopt;
-    entries = std::vector<std::string>{};
-  }
-  const std::set<std::string_view> present(entries->begin(), entries->end());
-  auto has = [&](std::string_view name) { return entries->empty() || present.count(name) != 0; };
-  auto at = [&](std::string_view name) { return hostPath(dir, name); };
+  auto d = FunctionDir::list(host, bdf);
+  if (!d) return std::nullopt;
+  d->index();
+  auto at = [&](std::string_view name) { return d->at(name); };
   PciFunction f;
   f.bdf = bdf;
   f.id.vendor = static_cast<uint16_t>(readHex(host, at("vendor")).value_or(0));
@@ -197,47 +247,40 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
   f.subsystem.vendor = static_cast<uint16_t>(readHex(host, at("subsystem_vendor")).value_or(0));
   f.subsystem.device = static_cast<uint16_t>(readHex(host, at("subsystem_device")).value_or(0));
   f.classCode = readHex(host, at("class")).value_or(0) & 0xffffff;
-  if (has("driver")) f.driver = readLinkName(host, at("driver"));
-  f.unbindPending = lockHeld;
-  if (!lockHeld && has("driver_override")) {
-    if (auto o = host.read(at("driver_override"), 4096)) f.driverOverride = parseDriverOverride(*o);
-  }
-  if (has("iommu_group")) {
+  if (d->has("iommu_group")) {
     if (auto g = readLinkName(host, at("iommu_group"))) {
       if (auto v = parseSigned(*g); v && *v >= 0 && *v < 1'000'000)
         f.iommuGroup = static_cast<int>(*v);
     }
   }
-  if (has("physfn")) {
+  if (d->has("physfn")) {
     if (auto pf = readLinkName(host, at("physfn"))) f.physfn = parseBdf(*pf);
   }
-  if (has("sriov_totalvfs")) {
+  if (d->has("sriov_totalvfs")) {
     f.sriovTotalVfs = readInt(host, at("sriov_totalvfs"));
-    if (!lockHeld) f.sriovNumVfs = readInt(host, at("sriov_numvfs"));
-    if (auto a = readInt(host, at("sriov_drivers_autoprobe"))) f.sriovDriversAutoprobe = *a != 0;
     f.sriovOffset = readInt(host, at("sriov_offset"));
     f.sriovStride = readInt(host, at("sriov_stride"));
   }
-  if (has("boot_vga")) {
+  if (d->has("boot_vga")) {
     if (auto v = readInt(host, at("boot_vga"))) f.bootVga = *v != 0;
   }
   f.numaNode = readInt(host, at("numa_node"));
   f.modalias = readTrimmed(host, at("modalias")).value_or("");
-  for (const auto& name : *entries) {
-    if (startsWith(name, "consumer:pci:")) {
-      if (auto b = parseBdf(std::string_view(name).substr(13))) f.consumers.push_back(*b);
-    }
-  }
-  f.virtfns = virtfnsOf(host, bdf, *entries, f.sriovOffset, f.sriovStride);
+  f.virtfns = virtfnsOf(host, bdf, d->entries, f.sriovOffset, f.sriovStride);
   std::sort(f.virtfns.begin(), f.virtfns.end());
-  if (has("resource")) {
+  if (d->has("resource")) {
     if (auto r = host.read(at("resource"), 4096)) f.bars = parsePciResource(*r);
   }
-  if (has("mdev_supported_types")) {
-    if (auto types = host.list(at("mdev_supported_types"))) f.mdevTypes = *types;
-  }
-  if (has("vfio-dev")) f.vfioDevice = vfioDeviceName(host, bdf);
+  readBindingState(host, bdf, *d, lockHeld, f);
   return f;
+}
+
+bool readBindingOf(const Host& host, PciFunction& f, bool lockHeld) {
+  auto d = FunctionDir::list(host, f.bdf);
+  if (!d) return false;
+  d->index();
+  readBindingState(host, f.bdf, *d, lockHeld, f);
+  return true;
 }
 
 namespace {
@@ -476,13 +519,18 @@ Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole) {
 }
 
 Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
-                                 const std::set<Bdf>& changed) {
+                                 const std::set<Bdf>& changed, const std::set<Bdf>& rebound) {
   Snapshot s = before;
   const std::set<Bdf> locked = changed.empty() ? std::set<Bdf>{} : pendingUnbinds(host);
   for (const auto& bdf : changed) {
     PciFunction* known = s.find(bdf);
     if (!known) return readSnapshot(host);  // new to us: read all
-    auto f = readPciFunction(host, bdf, locked.count(bdf) != 0);
+    const bool lockHeld = locked.count(bdf) != 0;
+    if (rebound.count(bdf) != 0) {
+      if (!readBindingOf(host, *known, lockHeld)) return readSnapshot(host);  // gone
+      continue;
+    }
+    auto f = readPciFunction(host, bdf, lockHeld);
     if (!f) return readSnapshot(host);  // gone: its remove event is on its way
     *known = std::move(*f);
   }

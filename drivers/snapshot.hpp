@@ -64,8 +64,10 @@ Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole);
 // no device event changes (kernel release, command line, root disk) is kept. Equal to
 // readSnapshot() of the same host when `changed` names every function whose attributes moved;
 // a function in `changed` that `before` lacks (or that is gone) makes it a full readSnapshot().
+// Of a function also in `rebound` (its events were binds and unbinds only) just the binding state
+// is read again (readBindingOf): a bind or unbind does not change its identity, group or BARs.
 Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
-                                 const std::set<Bdf>& changed);
+                                 const std::set<Bdf>& changed, const std::set<Bdf>& rebound = {});
 
 // Names read from sysfs are kept as the kernel shows them (a driver link's name may be anything a
 // hostile or broken root holds); whoever turns one into a path validates it first (validate.hpp).
@@ -73,6 +75,12 @@ Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
 // Reads one PCI function (used by the executor to verify a step against the live kernel).
 // lockHeld: an unbind of it is pending; skip what takes the device lock (unbindPending = true).
 std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld = false);
+
+// Reads again what a bind or unbind of `f` can change, or a write that sends no event: its driver,
+// driver_override, sriov_numvfs and sriov_drivers_autoprobe, device links, mdev types and vfio-dev
+// entry; keeps its identity, group, SR-IOV geometry, NUMA node, modalias, BARs and VFs (only an
+// add or remove event changes those). False when the function is gone.
+bool readBindingOf(const Host& host, PciFunction& f, bool lockHeld = false);
 
 // Is an unbind of this device from `driver` still running in the kernel? The kernel removes the
 // `driver` link before it calls the driver's remove(), so the link cannot say; a timed read of the

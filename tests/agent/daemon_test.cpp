@@ -411,8 +411,13 @@ TEST_CASE("a burst of binds and unbinds names the functions to read again, anyth
   CHECK(changedFunctions({{"unbind", "pci", "0000:3b:00.1", ""},
                           {"bind", "pci", "0000:3b:00.1", "vfio-pci"},
                           {"add", "vfio", "30", ""},
-                          {"change", "pci", "0000:3b:00.0", ""}}) == std::set<Bdf>{a, b});
-  CHECK(changedFunctions({{"remove", "vfio", "30", ""}}) == std::set<Bdf>{});
+                          {"change", "pci", "0000:3b:00.0", ""}}) == ChangedFunctions{{a, b}, {b}});
+  // A change event of a function also bound in the burst reads it whole.
+  CHECK(changedFunctions({{"bind", "pci", "0000:3b:00.0", "nvidia"},
+                          {"change", "pci", "0000:3b:00.0", ""},
+                          {"unbind", "pci", "0000:3b:00.1", "snd_hda_intel"}}) ==
+        ChangedFunctions{{a, b}, {b}});
+  CHECK(changedFunctions({{"remove", "vfio", "30", ""}}) == ChangedFunctions{});
   CHECK_FALSE(changedFunctions(
       {{"bind", "pci", "0000:3b:00.1", "vfio-pci"}, {"add", "pci", "0000:3b:00.4", ""}}));
   CHECK_FALSE(changedFunctions({{"remove", "pci", "0000:3b:00.4", ""}}));

@@ -1,5 +1,6 @@
 #include "drivers/snapshot.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -92,9 +93,12 @@ TEST_CASE("refreshing the functions a rebind named gives the snapshot a full rea
     }
     auto full = readSnapshot(k);
     auto refreshed = refreshSnapshot(k, *before, {audio});
+    auto rebound = refreshSnapshot(k, *before, {audio}, {audio});  // its binding read again
     REQUIRE(full);
     REQUIRE(refreshed);
+    REQUIRE(rebound);
     CHECK(*refreshed == *full);
+    CHECK(*rebound == *full);
     before = std::move(full);
   }
   CHECK(before->find(audio)->driver == std::optional<std::string>("vfio-pci"));
@@ -107,6 +111,38 @@ TEST_CASE("refreshing the functions a rebind named gives the snapshot a full rea
     REQUIRE(refreshed);
     CHECK_FALSE(refreshed->find(gpu)->driverOverride);
     CHECK(readSnapshot(k)->find(gpu)->driverOverride == std::optional<std::string>("vfio-pci"));
+  }
+  SECTION("a rebound function has its binding read again, not its identity") {
+    // vendor, modalias and numa_node as no kernel would change them: only a read of all sees it.
+    fx.write("sys/bus/pci/devices/0000:3b:00.1/numa_node", "1\n");
+    fx.write("sys/bus/pci/devices/0000:3b:00.1/modalias",
+             "pci:v0000ABCDd00001234sv0sd0bc04sc03i00\n");
+    REQUIRE(k.writeAttr("sys/bus/pci/devices/0000:3b:00.1/driver_override", "\n"));
+    REQUIRE(k.writeAttr("sys/bus/pci/drivers/vfio-pci/unbind", "0000:3b:00.1"));
+    auto rebound = refreshSnapshot(k, *before, {audio}, {audio});
+    REQUIRE(rebound);
+    const PciFunction* f = rebound->find(audio);
+    CHECK_FALSE(f->driver);
+    CHECK_FALSE(f->driverOverride);
+    CHECK_FALSE(f->vfioDevice);
+    CHECK(f->numaNode == before->find(audio)->numaNode);
+    CHECK(f->modalias == before->find(audio)->modalias);
+    auto whole = refreshSnapshot(k, *before, {audio});
+    REQUIRE(whole);
+    CHECK(whole->find(audio)->numaNode == std::optional<int>(1));
+    CHECK(*whole == *readSnapshot(k));
+  }
+  SECTION("a rebound function that is gone makes it a full read") {
+    PciFunction ghost = *before->find(audio);
+    ghost.bdf = *parseBdf("0000:3b:00.7");
+    CHECK_FALSE(readBindingOf(k, ghost));
+    Snapshot withGhost = *before;
+    withGhost.pci.push_back(ghost);
+    std::sort(withGhost.pci.begin(), withGhost.pci.end(),
+              [](const PciFunction& x, const PciFunction& y) { return x.bdf < y.bdf; });
+    auto refreshed = refreshSnapshot(k, withGhost, {ghost.bdf}, {ghost.bdf});
+    REQUIRE(refreshed);
+    CHECK(*refreshed == *readSnapshot(k));
   }
   SECTION("a function the snapshot does not know makes it a full read") {
     Snapshot partial = *before;
