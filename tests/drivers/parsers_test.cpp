@@ -36,6 +36,31 @@ TEST_CASE("isValidModuleName rejects path tricks", "[parsers]") {
   CHECK_FALSE(isValidModuleName(std::string("nv\0idia", 7)));
 }
 
+TEST_CASE("modules.alias lines of one prefix are the lines a full parse keeps", "[parsers]") {
+  // The prefix at the start of the text, in the middle of another word, twice on a line, after
+  // a tab or leading blanks, on a line of four words, on the last line without its newline.
+  const std::string text =
+      "alias vfio_pci:v1d*sv*sd*bc*sc*i* first_vfio\n"
+      "alias pci:vfio_pci:x not_this\n"
+      "# alias vfio_pci:v2* commented\n"
+      "alias vfio_pci:v3* vfio_pci:v3-named\n"
+      "alias\tvfio_pci:v4* tabbed_vfio\n"
+      "   alias vfio_pci:v5* indented_vfio\n"
+      "alias vfio_pci:v6* two words\n"
+      "alias usb:v*p* usb_thing\n"
+      "alias vfio_pci:v7* last_vfio";
+  std::vector<std::pair<std::string, std::string>> filtered, scanned;
+  for (const auto& a : parseModulesAlias(text)) {
+    if (a.pattern.rfind("vfio_pci:", 0) == 0) filtered.emplace_back(a.pattern, a.module);
+  }
+  for (const auto& a : parseModulesAlias(text, "vfio_pci:"))
+    scanned.emplace_back(a.pattern, a.module);
+  CHECK(scanned == filtered);
+  CHECK(scanned.size() == 5);
+  CHECK(parseModulesAlias("", "vfio_pci:").empty());
+  CHECK(parseModulesAlias("vfio_pci:", "vfio_pci:").empty());
+}
+
 TEST_CASE("bestVfioModule picks the alias with the fewest wildcards", "[parsers]") {
   const char* aliases =
       "alias pci:v000010DEd*sv*sd*bc03sc*i* nvidia\n"
