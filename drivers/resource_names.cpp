@@ -34,7 +34,13 @@ std::optional<std::string> findDevice(std::string_view pciIds, std::string_view 
                                       std::string_view deviceHex) {
   bool inVendor = false;
   const std::string prefix = "\t" + std::string(deviceHex);
-  for (std::string_view line : splitLines(pciIds)) {
+  // Line by line as far as the vendor's section: pci.ids has some 37,000 lines (1.3 MB), and the
+  // status asks once per device.
+  for (size_t pos = 0; pos < pciIds.size();) {
+    size_t nl = pciIds.find('\n', pos);
+    if (nl == std::string_view::npos) nl = pciIds.size();
+    const std::string_view line = pciIds.substr(pos, nl - pos);
+    pos = nl + 1;
     if (!inVendor) {
       inVendor = startsWith(line, vendorHex);
       continue;

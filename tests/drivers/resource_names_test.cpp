@@ -50,6 +50,16 @@ TEST_CASE("pci.ids device names for display", "[naming]") {
   CHECK_FALSE(pciIdsDeviceName(kPciIds, 0x10de, 0x9999));
 }
 
+TEST_CASE("pci.ids is read to its last line, with or without a newline", "[naming]") {
+  const auto a10 = std::optional<std::string>("GA102GL [A10]");
+  CHECK(pciIdsDeviceName("10de  NVIDIA\n\t2236  GA102GL [A10]", 0x10de, 0x2236) == a10);
+  CHECK(pciIdsDeviceName("10de  NVIDIA\n\t2236  GA102GL [A10]\n", 0x10de, 0x2236) == a10);
+  CHECK(pciIdsDeviceName("\n\n10de  NVIDIA\n\n\t2236  GA102GL [A10]\n", 0x10de, 0x2236) ==
+        std::nullopt);  // an empty line ends the vendor's section, as any line without a tab
+  CHECK_FALSE(pciIdsDeviceName("10de  NVIDIA", 0x10de, 0x2236));
+  CHECK_FALSE(pciIdsDeviceName("10de  NVIDIA\n", 0x10de, 0x2236));
+}
+
 TEST_CASE("sanitizePciDeviceName drops what the plugin drops", "[naming]") {
   CHECK(sanitizePciDeviceName(" GA102GL [A10] ") == "GA102GL_A10");
   CHECK(sanitizePciDeviceName("TU104GL [Tesla T4]") == "TU104GL_TESLA_T4");
