@@ -123,8 +123,25 @@ TEST_CASE("read: whole files up to the cap, sized or not", "[host]") {
   auto absent = host.readText("lib/modules/r/modules.dep");
   REQUIRE_FALSE(absent);
   CHECK(absent.error().err == ENOENT);
-  // procfs reports size 0: read until end of file all the same.
+  // Under sys/ a short read is the end: files of a page, a page and a byte, and more, whole.
+  for (size_t n : {size_t{0}, size_t{5}, size_t{4096}, size_t{4097}, size_t{4098}, size_t{10000}}) {
+    INFO(n);
+    std::string text(n, 'x');
+    for (size_t i = 0; i < n; i += 7) text[i] = static_cast<char>('0' + i % 10);
+    fx.write("sys/bus/pci/devices/0000:01:00.0/attr", text);
+    CHECK(host.read("sys/bus/pci/devices/0000:01:00.0/attr", 1u << 20).value_or("?") == text);
+    CHECK(host.read("/sys/bus/pci/devices/0000:01:00.0/attr", 1u << 20).value_or("?") == text);
+    auto capped = host.read("sys/bus/pci/devices/0000:01:00.0/attr", 4096);
+    CHECK(static_cast<bool>(capped) == (n <= 4096));
+  }
+  // The kernel's own sysfs: an attribute ends with its newline, read in one read.
   RootHost live("/");
+  if (live.exists("sys/kernel/mm/transparent_hugepage/enabled")) {
+    auto a = live.read("sys/kernel/mm/transparent_hugepage/enabled");
+    REQUIRE(a);
+    CHECK(a->back() == '\n');
+  }
+  // procfs reports size 0: read until end of file all the same.
   auto maps = live.read("proc/self/maps", 16u << 20);
   REQUIRE(maps);
   CHECK(maps->size() > 4096);
