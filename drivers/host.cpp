@@ -292,7 +292,8 @@ size_t regularFileSize(int fd) {
 // read into one buffer of its size (a module index is megabytes, and growing a string by appends
 // copied it and faulted in fresh pages at every doubling); procfs files, which report 0, grow by
 // doubling. With `shortIsEnd` (a sysfs attribute), a read that returns less than it asked for is
-// the end, and the read that would return 0 is saved too.
+// the end, and the read that would return 0 is saved too; unless it returned whole pages: kernfs
+// gives a binary attribute at most a page per read (fs/kernfs/file.c, kernfs_file_read_iter).
 Result<std::string> readOpened(int fd, const std::string& p, size_t size, size_t cap,
                                bool shortIsEnd = false) {
   bool sized = size > 0;
@@ -319,7 +320,7 @@ Result<std::string> readOpened(int fd, const std::string& p, size_t size, size_t
       return sysError("cannot read " + p + ": larger than " + std::to_string(cap) + " bytes",
                       EFBIG);
     }
-    if (shortIsEnd && static_cast<size_t>(n) < asked) break;
+    if (shortIsEnd && static_cast<size_t>(n) < asked && static_cast<size_t>(n) % 4096 != 0) break;
   }
   out.resize(used);
   return out;

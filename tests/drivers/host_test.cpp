@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <csignal>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -140,6 +141,18 @@ TEST_CASE("read: whole files up to the cap, sized or not", "[host]") {
     auto a = live.read("sys/kernel/mm/transparent_hugepage/enabled");
     REQUIRE(a);
     CHECK(a->back() == '\n');
+  }
+  // A binary attribute (kernfs gives at most a page per read): each PCI function's config space,
+  // 256 or 4096 bytes, read whole; the same bytes as a stream reads.
+  if (auto fns = live.list("sys/bus/pci/devices")) {
+    for (size_t i = 0; i < fns->size() && i < 8; ++i) {
+      const std::string rel = "sys/bus/pci/devices/" + (*fns)[i] + "/config";
+      std::ifstream in("/" + rel, std::ios::binary);
+      if (!in) continue;
+      const std::string want{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+      INFO(rel);
+      CHECK(live.read(rel, 1u << 20).value_or("?") == want);
+    }
   }
   // procfs reports size 0: read until end of file all the same.
   auto maps = live.read("proc/self/maps", 16u << 20);
