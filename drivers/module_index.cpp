@@ -20,17 +20,6 @@ std::string normalizeAlias(std::string_view pattern) {
   return s;
 }
 
-// Calls f(line) for each line of text, without copying.
-template <typename F>
-void eachLine(std::string_view text, char separator, F&& f) {
-  while (!text.empty()) {
-    const size_t end = text.find(separator);
-    f(text.substr(0, end));
-    if (end == std::string_view::npos) break;
-    text.remove_prefix(end + 1);
-  }
-}
-
 // The names of `names` that an alias pattern matches.
 void addMatches(std::string_view pattern, const std::set<std::string>& names,
                 std::set<std::string>& out) {

@@ -34,22 +34,21 @@ std::optional<std::string> findDevice(std::string_view pciIds, std::string_view 
                                       std::string_view deviceHex) {
   bool inVendor = false;
   const std::string prefix = "\t" + std::string(deviceHex);
+  std::optional<std::string> found;
   // Line by line as far as the vendor's section: pci.ids has some 37,000 lines (1.3 MB), and the
   // status asks once per device.
-  for (size_t pos = 0; pos < pciIds.size();) {
-    size_t nl = pciIds.find('\n', pos);
-    if (nl == std::string_view::npos) nl = pciIds.size();
-    const std::string_view line = pciIds.substr(pos, nl - pos);
-    pos = nl + 1;
+  eachLine(pciIds, '\n', [&](std::string_view line) {
     if (!inVendor) {
       inVendor = startsWith(line, vendorHex);
-      continue;
+      return true;
     }
-    if (startsWith(line, "#")) continue;
-    if (!startsWith(line, "\t")) break;
-    if (startsWith(line, prefix)) return std::string(trim(line.substr(prefix.size())));
-  }
-  return std::nullopt;
+    if (startsWith(line, "#")) return true;
+    if (!startsWith(line, "\t")) return false;
+    if (!startsWith(line, prefix)) return true;
+    found = std::string(trim(line.substr(prefix.size())));
+    return false;
+  });
+  return found;
 }
 
 }  // namespace

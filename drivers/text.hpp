@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace hostprep {
@@ -27,6 +28,22 @@ inline std::string_view trim(std::string_view s) {
 
 // Splits on '\n'; a trailing newline does not make an empty last line.
 std::vector<std::string_view> splitLines(std::string_view s);
+// Calls f(line) for each line of text (split on `separator`) without copying or collecting them;
+// a trailing separator does not make an empty last line. An f that returns bool ends the walk by
+// returning false.
+template <typename F>
+void eachLine(std::string_view text, char separator, F&& f) {
+  while (!text.empty()) {
+    const size_t end = text.find(separator);
+    if constexpr (std::is_same_v<std::invoke_result_t<F&, std::string_view>, bool>) {
+      if (!f(text.substr(0, end))) return;
+    } else {
+      f(text.substr(0, end));
+    }
+    if (end == std::string_view::npos) return;
+    text.remove_prefix(end + 1);
+  }
+}
 // Splits on runs of whitespace; no empty fields.
 std::vector<std::string_view> splitWords(std::string_view s);
 // Splits on a separator, keeping empty fields.
