@@ -38,4 +38,9 @@ int cmdAgent(Context& ctx, const std::vector<std::string>& args);
 int cmdPersist(Context& ctx, const std::vector<std::string>& args);
 int cmdCheckNode(Context& ctx, const std::vector<std::string>& args);
 
+// check-node's line in the usage, and the executable that runs it (agent/main_check_node.cpp).
+inline constexpr const char* kCheckNodeSummary =
+    "check node labels against advertised resources (cluster side)";
+inline constexpr const char* kCheckNodeProgram = "hostprep-check-node";
+
 }  // namespace hostprep

@@ -43,10 +43,13 @@ using CommandLine = std::variant<T, HelpText>;
 // the process exit code.
 using CommandFn = int (*)(Context&, const std::vector<std::string>& args);
 
+// A command is either a function of this executable (fn) or, where fn is null, an executable of
+// its own (program: a file name) that gets this process's whole command line (agent/dispatch).
 struct Command {
   const char* name;
   const char* help;
   CommandFn fn;
+  const char* program = nullptr;
 };
 
 }  // namespace hostprep

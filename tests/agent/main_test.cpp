@@ -1,12 +1,90 @@
-// hostprep's command table as users see it: the list of commands, a typo's suggestion.
+// hostprep's command table as users see it: the list of commands, a typo's suggestion, and
+// check-node, run as an executable of its own.
+#include <stdlib.h>
+
 #include <catch2/catch.hpp>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "tests/support/run.hpp"
 
+namespace fs = std::filesystem;
+using hostprep::test::runExecutable;
 using hostprep::test::runHostprep;
+
+namespace {
+
+// A directory the tests may execute copies of hostprep from: the build tree's (a TMPDIR or
+// /dev/shm may be mounted noexec).
+fs::path scratchDir() {
+  std::string tmpl = (fs::path(HOSTPREP_BINARY).parent_path() / "main-test-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  return tmpl;
+}
+
+}  // namespace
 
 TEST_CASE("unknown commands get a suggestion and exit 2", "[cli]") {
   auto r = runHostprep({"prepar"});
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.err, Catch::Contains("unknown command 'prepar'; did you mean 'prepare'?"));
+}
+
+// check-node is an executable of its own (hostprep-check-node) that `hostprep check-node` runs
+// with the user's whole command line: global options, standard input and exit code included.
+TEST_CASE("hostprep check-node runs hostprep-check-node with the whole command line", "[cli]") {
+  const std::string nodes = R"({"kind": "NodeList", "items": [{"kind": "Node",
+    "metadata": {"name": "n1", "labels": {"nvidia.com/gpu.workload.config": "vm-passthrough"}},
+    "status": {"allocatable": {"nvidia.com/gpu": "1"}}}]})";
+  const fs::path dir = scratchDir();
+  const fs::path file = dir / "nodes.json";
+  std::ofstream(file) << nodes;
+  auto r = runHostprep({"--output", "json", "check-node", file.string()});
+  CHECK(r.exitCode == 1);  // errors found
+  auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["schema"] == "hostprep.check-node/v1");
+  CHECK(doc["summary"]["with_errors"] == 1);
+  // A usage error is the helper's, with its exit code.
+  r = runHostprep({"check-node", "--no-such-option"});
+  CHECK(r.exitCode == 2);
+  CHECK_THAT(r.err, Catch::Contains("hostprep check-node:"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("hostprep finds hostprep-check-node in an install's libexec, or says where it looked",
+          "[cli]") {
+  const fs::path dir = scratchDir();
+  const fs::path helper = fs::path(HOSTPREP_BINARY).parent_path() / "hostprep-check-node";
+  REQUIRE(fs::exists(helper));
+
+  // A hostprep alone: exit 1, the places it looked, the fix; with --output json a document too.
+  fs::create_directories(dir / "alone");
+  fs::copy_file(HOSTPREP_BINARY, dir / "alone/hostprep");
+  auto r = runExecutable((dir / "alone/hostprep").string(), {"check-node", "x.json"});
+  CHECK(r.exitCode == 1);
+  CHECK_THAT(r.err, Catch::Contains("cannot run hostprep-check-node (tried " +
+                                    (dir / "alone/hostprep-check-node").string() + ", " +
+                                    (dir / "libexec/hostprep/hostprep-check-node").string()));
+  CHECK_THAT(r.err, Catch::Contains("No such file or directory"));
+  CHECK_THAT(r.err, Catch::Contains("libexec/hostprep"));
+  r = runExecutable((dir / "alone/hostprep").string(), {"--output", "json", "check-node", "x"});
+  CHECK(r.exitCode == 1);
+  auto doc = nlohmann::json::parse(r.out);
+  CHECK(doc["ok"] == false);
+  CHECK(doc["error"]["errno"] == ENOENT);
+  // Every other command still runs.
+  CHECK(runExecutable((dir / "alone/hostprep").string(), {"--version"}).exitCode == 0);
+
+  // The install's layout: usr/sbin/hostprep and usr/libexec/hostprep/hostprep-check-node.
+  fs::create_directories(dir / "usr/sbin");
+  fs::create_directories(dir / "usr/libexec/hostprep");
+  fs::copy_file(HOSTPREP_BINARY, dir / "usr/sbin/hostprep");
+  fs::copy_file(helper, dir / "usr/libexec/hostprep/hostprep-check-node");
+  r = runExecutable((dir / "usr/sbin/hostprep").string(), {"check-node", "--help"});
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.out, Catch::StartsWith("usage: hostprep check-node FILE..."));
+  fs::remove_all(dir);
 }

@@ -14,10 +14,15 @@ extern char** environ;
 namespace hostprep::test {
 
 RunResult runHostprep(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  return runExecutable(HOSTPREP_BINARY, args, env);
+}
+
+RunResult runExecutable(const std::string& binary, const std::vector<std::string>& args,
+                        const std::vector<std::string>& env) {
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
     throw std::runtime_error("pipe");
-  std::vector<std::string> argv{HOSTPREP_BINARY};
+  std::vector<std::string> argv{binary};
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
