@@ -233,7 +233,8 @@ void readBindingState(const Host& host, const Bdf& bdf, const FunctionDir& d, bo
 
 }  // namespace
 
-std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld) {
+std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld,
+                                           const PciFunction* light) {
   // The directory's listing says which optional attributes exist (SR-IOV, boot_vga, physfn,
   // mdev types): only those are opened, which halves the reads of a typical function.
   auto d = FunctionDir::list(host, bdf);
@@ -242,19 +243,25 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
   auto at = [&](std::string_view name) { return d->at(name); };
   PciFunction f;
   f.bdf = bdf;
-  f.id.vendor = static_cast<uint16_t>(readHex(host, at("vendor")).value_or(0));
-  f.id.device = static_cast<uint16_t>(readHex(host, at("device")).value_or(0));
+  if (light) {
+    f.id = light->id;
+    f.classCode = light->classCode;
+    f.physfn = light->physfn;
+  } else {
+    f.id.vendor = static_cast<uint16_t>(readHex(host, at("vendor")).value_or(0));
+    f.id.device = static_cast<uint16_t>(readHex(host, at("device")).value_or(0));
+    f.classCode = readHex(host, at("class")).value_or(0) & 0xffffff;
+    if (d->has("physfn")) {
+      if (auto pf = readLinkName(host, at("physfn"))) f.physfn = parseBdf(*pf);
+    }
+  }
   f.subsystem.vendor = static_cast<uint16_t>(readHex(host, at("subsystem_vendor")).value_or(0));
   f.subsystem.device = static_cast<uint16_t>(readHex(host, at("subsystem_device")).value_or(0));
-  f.classCode = readHex(host, at("class")).value_or(0) & 0xffffff;
   if (d->has("iommu_group")) {
     if (auto g = readLinkName(host, at("iommu_group"))) {
       if (auto v = parseSigned(*g); v && *v >= 0 && *v < 1'000'000)
         f.iommuGroup = static_cast<int>(*v);
     }
-  }
-  if (d->has("physfn")) {
-    if (auto pf = readLinkName(host, at("physfn"))) f.physfn = parseBdf(*pf);
   }
   if (d->has("sriov_totalvfs")) {
     f.sriovTotalVfs = readInt(host, at("sriov_totalvfs"));
@@ -467,7 +474,7 @@ Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole) {
     const bool pick = whole(*f);
     if (pick) picked.push_back(bdf);
     if (pick && !f->physfn) {
-      if (auto w = readPciFunction(host, bdf, locked.count(bdf) != 0)) {
+      if (auto w = readPciFunction(host, bdf, locked.count(bdf) != 0, &*f)) {
         done.insert(bdf);
         f = std::move(w);
       }
@@ -484,7 +491,7 @@ Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole) {
     if (!done.insert(bdf).second) return;
     PciFunction* known = s.find(bdf);
     if (!known) return;
-    if (auto f = readPciFunction(host, bdf, locked.count(bdf) != 0)) *known = std::move(*f);
+    if (auto f = readPciFunction(host, bdf, locked.count(bdf) != 0, known)) *known = std::move(*f);
   };
   for (const auto& b : picked) readWhole(b);
   std::set<int> wanted;

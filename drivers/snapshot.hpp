@@ -74,7 +74,10 @@ Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
 
 // Reads one PCI function (used by the executor to verify a step against the live kernel).
 // lockHeld: an unbind of it is pending; skip what takes the device lock (unbindPending = true).
-std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld = false);
+// light: the same function read light in this snapshot a moment ago; its id, class and physfn
+// (what a function is, not how it is bound) are taken from it instead of read again.
+std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld = false,
+                                           const PciFunction* light = nullptr);
 
 // Reads again what a bind or unbind of `f` can change, or a write that sends no event: its driver,
 // driver_override, sriov_numvfs and sriov_drivers_autoprobe, device links, mdev types and vfio-dev

@@ -230,7 +230,11 @@ std::vector<VgpuDevice> readVgpuDevices(const Host& host, const std::vector<Bdf>
 namespace {
 
 // The parents among `candidates` (mdev types, per-VF files, NVIDIA's unbind lock), into `v`.
-void readParents(const Host& host, const std::vector<Bdf>& candidates, VgpuHost& v) {
+// The per-VF files (<dev>/nvidia/) and the unbind lock (proc/driver/nvidia/gpus/<BDF>/) are the
+// nvidia driver's, there while it holds the function, so they are looked for only on functions
+// in `onNvidia`; any driver may register a function as an mdev parent.
+void readParents(const Host& host, const std::vector<Bdf>& candidates,
+                 const std::set<Bdf>& onNvidia, VgpuHost& v) {
   for (const auto& bdf : candidates) {
     VgpuParent p;
     p.bdf = bdf;
@@ -241,6 +245,10 @@ void readParents(const Host& host, const std::vector<Bdf>& candidates, VgpuHost&
         p.mdevTypes.push_back({id, readTrimmed(host, hostPath(dir, "name")).value_or(id),
                                readInt(host, hostPath(dir, "available_instances")).value_or(0)});
       }
+    }
+    if (!onNvidia.count(bdf)) {
+      if (p.mdevParent) v.parents.emplace(bdf, std::move(p));
+      continue;
     }
     if (auto text = host.read(perVfPath(bdf, "creatable_vgpu_types"))) {
       p.perVf = true;
@@ -257,14 +265,24 @@ void readParents(const Host& host, const std::vector<Bdf>& candidates, VgpuHost&
   }
 }
 
-// The vGPU view of a host whose functions are `all`: the parents and per-VF vGPUs among
-// `candidates` (a subset of `all`), every mdev device.
-VgpuHost readVgpuView(const Host& host, const std::vector<Bdf>& all,
-                      const std::vector<Bdf>& candidates) {
+// The vGPU view of the host `s`: the parents and per-VF vGPUs among `candidates` (functions of
+// `s`), every mdev device.
+VgpuHost readVgpuView(const Host& host, const Snapshot& s, const std::vector<Bdf>& candidates) {
+  std::vector<Bdf> all;
+  std::set<Bdf> onNvidia;
+  all.reserve(s.pci.size());
+  for (const auto& f : s.pci) {
+    all.push_back(f.bdf);
+    if (f.driver == kNvidiaDriver) onNvidia.insert(f.bdf);
+  }
+  std::vector<Bdf> perVf;
+  for (const auto& b : candidates) {
+    if (onNvidia.count(b)) perVf.push_back(b);
+  }
   VgpuHost v;
-  readParents(host, candidates, v);
+  readParents(host, candidates, onNvidia, v);
   readMdevDevices(host, all, v.devices, &v.otherMdevs);
-  readPerVfDevices(host, candidates, v.devices);
+  readPerVfDevices(host, perVf, v.devices);
   sortDevices(v.devices);
   return v;
 }
@@ -275,7 +293,7 @@ VgpuHost readVgpuHost(const Host& host, const Snapshot& s) {
   std::vector<Bdf> all;
   all.reserve(s.pci.size());
   for (const auto& f : s.pci) all.push_back(f.bdf);
-  return readVgpuView(host, all, all);
+  return readVgpuView(host, s, all);
 }
 
 VgpuHost refreshVgpuHost(const Host& host, const Snapshot& s, const VgpuHost& before,
@@ -284,13 +302,11 @@ VgpuHost refreshVgpuHost(const Host& host, const Snapshot& s, const VgpuHost& be
   for (const auto& [bdf, p] : before.parents) again.insert(bdf);
   again.insert(before.unbindLocks.begin(), before.unbindLocks.end());
   for (const auto& d : before.devices) again.insert(d.parent);
-  std::vector<Bdf> all, candidates;
-  all.reserve(s.pci.size());
+  std::vector<Bdf> candidates;
   for (const auto& f : s.pci) {
-    all.push_back(f.bdf);
     if (again.count(f.bdf)) candidates.push_back(f.bdf);
   }
-  return readVgpuView(host, all, candidates);
+  return readVgpuView(host, s, candidates);
 }
 
 }  // namespace hostprep

@@ -121,6 +121,9 @@ std::string mdevTypePath(const Bdf& parent,
                          std::string_view typeId);            // <dev>/mdev_supported_types/<id>
 std::string perVfPath(const Bdf& vf, std::string_view file);  // <dev>/nvidia/<file>
 std::string unbindLockPath(const Bdf& gpu);  // proc/driver/nvidia/gpus/<BDF>/unbindLock
+// The driver whose files the last two are, there while it holds the function (NVIDIA vGPU
+// software user guide, "Creating an NVIDIA vGPU on a Linux with KVM Hypervisor"; sriov-manage).
+inline constexpr std::string_view kNvidiaDriver = "nvidia";
 
 }  // namespace hostprep
 

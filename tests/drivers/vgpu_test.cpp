@@ -190,3 +190,36 @@ TEST_CASE("a refresh reads again the functions an event named and every parent, 
     CHECK(readVgpuHost(host, *snap).parents.count(other) == 1);
   }
 }
+
+// The per-VF files and the unbind lock are the nvidia driver's: a function another driver holds
+// has none, so none is looked for there (the look-ups were 3 of the 4 per function of the host).
+TEST_CASE("the nvidia driver's vGPU files are read only on functions it holds", "[vgpu]") {
+  Fixture fx("status-container");
+  const Bdf audio = *parseBdf("0000:86:00.1");  // snd_hda_intel
+  const std::string dir = "sys/devices/pci0000:86/0000:86:00.1/nvidia";
+  fx.write(dir + "/creatable_vgpu_types", "558 : NVIDIA A10-12Q\n");
+  fx.write(dir + "/current_vgpu_type", "558\n");
+  fx.write("proc/driver/nvidia/gpus/0000:86:00.1/unbindLock", "0\n");
+  fx.write("proc/driver/nvidia/gpus/0000:86:00.0/unbindLock", "0\n");
+  RootHost host(fx.root());
+  auto snap = readSnapshot(host);
+  REQUIRE(snap);
+  auto v = readVgpuHost(host, *snap);
+  CHECK(v.parents.count(audio) == 0);
+  CHECK(v.devices.empty());
+  CHECK(v.unbindLocks == std::vector<Bdf>{*parseBdf("0000:86:00.0")});
+  CHECK(refreshVgpuHost(host, *snap, v, {audio}).parents.count(audio) == 0);
+  // An mdev parent may be any driver's.
+  fx.write("sys/devices/pci0000:86/0000:86:00.1/mdev_supported_types/mtty-2/name", "mtty\n");
+  CHECK(readVgpuHost(host, *snap).parents.at(audio).mdevParent);
+  // The same files once nvidia holds it (a snapshot read again) are a parent and a vGPU.
+  std::filesystem::remove(fx.path("sys/devices/pci0000:86/0000:86:00.1/driver"));
+  fx.symlink("sys/devices/pci0000:86/0000:86:00.1/driver", "../../../bus/pci/drivers/nvidia");
+  snap = readSnapshot(host);
+  REQUIRE(snap);
+  v = readVgpuHost(host, *snap);
+  CHECK(v.parents.at(audio).perVf);
+  REQUIRE(v.devices.size() == 1);
+  CHECK(v.devices[0].parent == audio);
+  CHECK(v.unbindLocks.size() == 2);
+}
