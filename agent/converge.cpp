@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
+#include <system_error>
 
 #include "agent/config.hpp"
 #include "agent/local_file.hpp"
 #include "agent/phase_clock.hpp"
+#include "drivers/holders.hpp"
 #include "drivers/platform.hpp"
 #include "drivers/status.hpp"
 #include "drivers/text.hpp"
@@ -138,6 +141,17 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
 
   clock.lap("lock and journal");
 
+  // Who holds what under /dev/ (every process's descriptors), scanned on a second thread while
+  // the host is read and the plan made; the plan then says which nodes matter (step 7). A run
+  // that fails or has nothing to do waits for the scan at its return (the future's destructor).
+  std::future<std::vector<OpenNode>> openNodes;
+  if (!opt.dryRun) {
+    try {
+      openNodes = std::async(std::launch::async, [&host] { return openDeviceNodes(host); });
+    } catch (const std::system_error&) {  // no thread to be had: the scan runs at step 7
+    }
+  }
+
   // 3. Read the host, once, as the recovery left it: whole only what the selection can reach.
   SelectionOptions selection = opt.selection;
   if (const auto fabric = readFabricManager(host).mode()) {
@@ -232,7 +246,8 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
                           "stop the VMs using those VFs and unbind them, or pass --force to "
                           "remove them anyway"));
   }
-  auto holders = planHolders(host, *plan, apply);
+  auto holders =
+      planHolders(host, *plan, apply, openNodes.valid() ? openNodes.get() : openDeviceNodes(host));
   if (!holders.empty() && !opt.force) {
     std::vector<std::string> who;
     for (const auto& h : holders) who.push_back(h.describe());
@@ -256,7 +271,9 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
       spdlog::debug("time: step {} ({}) {:.1f} ms", i + 1, plan->steps[i].describe(), ms);
     }
   }
+  clock.lap("report");
   remember(host, opt, *plan);
+  clock.lap("remember the mode and selection");
   return c;
 }
 

@@ -248,7 +248,9 @@ Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& 
 
 }  // namespace
 
-std::vector<Holder> planHolders(const Host& host, const Plan& plan, const ApplyOptions& opt) {
+namespace {
+
+std::vector<std::string> holderGlobs(const Plan& plan, const ApplyOptions& opt) {
   std::vector<std::string> globs;
   for (const auto& st : plan.steps) {
     if (st.kind == StepKind::kRemoveVgpu && st.group) {
@@ -267,8 +269,22 @@ std::vector<Holder> planHolders(const Host& host, const Plan& plan, const ApplyO
   }
   std::sort(globs.begin(), globs.end());
   globs.erase(std::unique(globs.begin(), globs.end()), globs.end());
+  return globs;
+}
+
+}  // namespace
+
+std::vector<Holder> planHolders(const Host& host, const Plan& plan, const ApplyOptions& opt) {
+  const auto globs = holderGlobs(plan, opt);
   if (globs.empty()) return {};
   return findHolders(host, globs);
+}
+
+std::vector<Holder> planHolders(const Host& host, const Plan& plan, const ApplyOptions& opt,
+                                const std::vector<OpenNode>& open) {
+  const auto globs = holderGlobs(plan, opt);
+  if (globs.empty()) return {};
+  return holdersAmong(host, open, globs);
 }
 
 Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const ApplyOptions& opt) {

@@ -40,6 +40,9 @@ struct ApplyOptions {
 // Processes that would block the plan's unbinds: holders of the host driver's nodes for an
 // unbind from it, holders of /dev/vfio/<group> for an unbind from vfio.
 std::vector<Holder> planHolders(const Host& host, const Plan& plan, const ApplyOptions& opt);
+// The same among descriptors already found (openDeviceNodes, scanned while the plan was made).
+std::vector<Holder> planHolders(const Host& host, const Plan& plan, const ApplyOptions& opt,
+                                const std::vector<OpenNode>& open);
 
 struct ApplyResult {
   size_t stepsRun = 0;

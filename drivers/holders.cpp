@@ -11,8 +11,8 @@ std::string Holder::describe() const {
   return "pid " + std::to_string(pid) + " (" + comm + ") holds " + node;
 }
 
-std::vector<Holder> findHolders(const Host& host, const std::vector<std::string>& globs) {
-  std::vector<Holder> out;
+std::vector<OpenNode> openDeviceNodes(const Host& host) {
+  std::vector<OpenNode> out;
   auto procs = host.list("proc");
   if (!procs) return out;
   const int self = static_cast<int>(::getpid());
@@ -24,17 +24,31 @@ std::vector<Holder> findHolders(const Host& host, const std::vector<std::string>
     if (!fds) continue;
     for (const auto& fd : *fds) {
       auto target = host.readLink(hostPath(fdDir, fd));
-      if (!target || !startsWith(*target, "/dev/")) continue;
-      for (const auto& g : globs) {
-        if (::fnmatch(g.c_str(), target->c_str(), FNM_PATHNAME) == 0) {
-          std::string comm = readTrimmed(host, hostPath("proc", p, "comm")).value_or("?");
-          out.push_back({static_cast<int>(*pid), comm, *target});
-          break;
-        }
+      if (target && startsWith(*target, "/dev/"))
+        out.push_back({static_cast<int>(*pid), std::move(*target)});
+    }
+  }
+  return out;
+}
+
+std::vector<Holder> holdersAmong(const Host& host, const std::vector<OpenNode>& open,
+                                 const std::vector<std::string>& globs) {
+  std::vector<Holder> out;
+  for (const auto& o : open) {
+    for (const auto& g : globs) {
+      if (::fnmatch(g.c_str(), o.node.c_str(), FNM_PATHNAME) == 0) {
+        const std::string comm =
+            readTrimmed(host, hostPath("proc", std::to_string(o.pid), "comm")).value_or("?");
+        out.push_back({o.pid, comm, o.node});
+        break;
       }
     }
   }
   return out;
+}
+
+std::vector<Holder> findHolders(const Host& host, const std::vector<std::string>& globs) {
+  return holdersAmong(host, openDeviceNodes(host), globs);
 }
 
 }  // namespace hostprep

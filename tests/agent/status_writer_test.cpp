@@ -2,6 +2,8 @@
 // publish writes (the documents themselves: tests/drivers/status_test.cpp).
 #include "agent/status_writer.hpp"
 
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 
 #include "tests/support/fixture.hpp"
@@ -38,6 +40,15 @@ TEST_CASE("the last prepare's split: written, read back, and over its mode in th
   CHECK(*back == split);
   CHECK(formatLastMode(split) ==
         "container\n0000:41:00.0 vm-passthrough\n0000:42:00.0 container\n");
+  // The same again is no rewrite (the same inode); a text that differs replaces the file.
+  struct stat before {}, after {};
+  REQUIRE(::stat(fx.path("run/hostprep/last-mode").c_str(), &before) == 0);
+  REQUIRE(writeLastMode(host, split));
+  REQUIRE(::stat(fx.path("run/hostprep/last-mode").c_str(), &after) == 0);
+  CHECK(after.st_ino == before.st_ino);
+  fx.write("run/hostprep/last-mode", "container\n");
+  REQUIRE(writeLastMode(host, split));
+  CHECK(*readLastMode(host) == split);
   std::vector<DeviceRule> rules;
   StatusRequest r;
   CHECK(desiredMode(host, r, &rules) ==

@@ -53,3 +53,28 @@ TEST_CASE("a root without /proc has no holders", "[holders]") {
   RootHost host(fx.root());
   CHECK(findHolders(host, {"/dev/nvidia*"}).empty());
 }
+
+TEST_CASE("the scan and the match in two halves: every /dev descriptor once, then the globs",
+          "[holders]") {
+  Fixture fx;
+  fx.write("proc/4242/comm", "nvidia-persistenced\n");
+  fx.symlink("proc/4242/fd/3", "/dev/nvidia0");
+  fx.symlink("proc/4242/fd/7", "/tmp/log");  // not a device node: not kept
+  fx.write("proc/777/comm", "qemu-system-x86\n");
+  fx.symlink("proc/777/fd/9", "/dev/vfio/30");
+  fx.symlink("proc/" + std::to_string(::getpid()) + "/fd/5", "/dev/vfio/30");  // ourselves
+  RootHost host(fx.root());
+  const auto open = openDeviceNodes(host);
+  REQUIRE(open.size() == 2);
+  for (const auto& glob : {"/dev/nvidia*", "/dev/vfio/30", "/dev/*", "/dev/vfio/31"}) {
+    CHECK(described(holdersAmong(host, open, {glob})) == described(findHolders(host, {glob})));
+  }
+  // The comm is read at the match: a process that changed its name since the scan shows the new.
+  fx.write("proc/777/comm", "qemu-kvm\n");
+  CHECK(described(holdersAmong(host, open, {"/dev/vfio/30"})) ==
+        std::vector<std::string>{"pid 777 (qemu-kvm) holds /dev/vfio/30"});
+  // What was opened after the scan is not in it: the scan is the moment the run looked.
+  fx.symlink("proc/4242/fd/8", "/dev/vfio/30");
+  CHECK(holdersAmong(host, open, {"/dev/vfio/30"}).size() == 1);
+  CHECK(findHolders(host, {"/dev/vfio/30"}).size() == 2);
+}
