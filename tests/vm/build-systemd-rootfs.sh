@@ -18,7 +18,8 @@ set -euo pipefail
 CACHE=${HOSTPREP_VM_CACHE:-$HOME/.cache/hostprep-vm}
 SUITE=${HOSTPREP_VM_SUITE:-bookworm}
 MIRROR=${HOSTPREP_VM_MIRROR:-http://deb.debian.org/debian}
-# Keep in sync with the libraries `ldd build/hostprep` lists (run-systemd-test.sh checks it);
+# Keep in sync with the libraries `ldd` lists for build/hostprep and build/hostprep-check-node
+# (libsimdjson, the shared C++ runtime; run-systemd-test.sh checks both);
 # procps for /bin/kill (hostprep.service's ExecReload), as on any real node; crun, the OCI
 # runtime that runs the DaemonSets' pods from the image (tests/vm/systemd/hostprep-pod).
 PKGS=(systemd udev kmod dbus procps crun

@@ -71,9 +71,15 @@ bin=$(sed -n 's/^ExecStart=\([^ ]*hostprep\) .*/\1/p' "$unit" | head -n1)
 if [ -z "$bin" ] || [ ! -x "$R$bin" ]; then
     log "the installed hostprep-prepare.service names '$bin', not installed"; exit 1
 fi
-if missing=$(chroot "$R" ldd "$bin" | grep 'not found'); then
-    log "libraries missing in the rootfs (add them to build-systemd-rootfs.sh):"; echo "$missing" >&2; exit 1
-fi
+# hostprep check-node runs hostprep-check-node from libexec/hostprep beside hostprep's sbin.
+helper=$(dirname "$(dirname "$bin")")/libexec/hostprep/hostprep-check-node
+[ -x "$R$helper" ] || { log "cmake --install put no $helper beside $bin"; exit 1; }
+for b in "$bin" "$helper"; do
+    if missing=$(chroot "$R" ldd "$b" | grep 'not found'); then
+        log "libraries of $b missing in the rootfs (add them to build-systemd-rootfs.sh):"
+        echo "$missing" >&2; exit 1
+    fi
+done
 
 # Modules: what the harness's topology and hostprep need, plus standin (extra/), indexed.
 MODS=(vfio vfio_pci vfio_pci_core vfio_iommu_type1 vfio_virqfd irqbypass mdev pci_pf_stub
