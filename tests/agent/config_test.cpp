@@ -249,7 +249,8 @@ TEST_CASE("the last selection is kept in the config's format and read back", "[c
   CHECK((*back)->hostDriver == s.hostDriver);
   // The same selection again leaves the file as it is (no rewrite: the same inode); another
   // replaces it.
-  struct stat before {}, after {};
+  struct stat before {
+  }, after{};
   REQUIRE(::stat(fx.path("run/hostprep/last-selection").c_str(), &before) == 0);
   REQUIRE(writeLastSelection(host, s));
   REQUIRE(::stat(fx.path("run/hostprep/last-selection").c_str(), &after) == 0);

@@ -41,7 +41,8 @@ TEST_CASE("the last prepare's split: written, read back, and over its mode in th
   CHECK(formatLastMode(split) ==
         "container\n0000:41:00.0 vm-passthrough\n0000:42:00.0 container\n");
   // The same again is no rewrite (the same inode); a text that differs replaces the file.
-  struct stat before {}, after {};
+  struct stat before {
+  }, after{};
   REQUIRE(::stat(fx.path("run/hostprep/last-mode").c_str(), &before) == 0);
   REQUIRE(writeLastMode(host, split));
   REQUIRE(::stat(fx.path("run/hostprep/last-mode").c_str(), &after) == 0);
