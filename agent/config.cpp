@@ -271,12 +271,7 @@ Result<std::optional<SelectionOptions>> readLastSelection(const Host& host) {
 }
 
 Status writeLastSelection(Host& host, const SelectionOptions& s) {
-  const std::string text = formatSelection(s);
-  if (host.read(kLastSelectionPath).value_or("") == text) return {};  // as the last run left it
-  if (!host.exists(kStateDir)) {
-    if (auto st = host.makeDirs(kStateDir, 0755); !st) return st;
-  }
-  return host.writeFileAtomic(kLastSelectionPath, text, 0644);
+  return writeStateFile(host, kLastSelectionPath, formatSelection(s));
 }
 
 CcMode configuredCcMode(const Host& host, std::string_view path) {

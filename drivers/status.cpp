@@ -619,12 +619,7 @@ Result<std::optional<LastMode>> readLastMode(const Host& host) {
 }
 
 Status writeLastMode(Host& host, const LastMode& m) {
-  const std::string text = formatLastMode(m);
-  if (host.read(kLastModePath).value_or("") == text) return {};  // as the last run left it
-  if (!host.exists(kStateDir)) {
-    if (auto s = host.makeDirs(kStateDir, 0755); !s) return s;
-  }
-  return host.writeFileAtomic(kLastModePath, text, 0644);
+  return writeStateFile(host, kLastModePath, formatLastMode(m));
 }
 
 }  // namespace hostprep
