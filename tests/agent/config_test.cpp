@@ -249,16 +249,12 @@ TEST_CASE("the last selection is kept in the config's format and read back", "[c
   CHECK((*back)->hostDriver == s.hostDriver);
   // The same selection again leaves the file as it is (no rewrite: the same inode); another
   // replaces it.
-  struct stat before {
-  }, after{};
-  REQUIRE(::stat(fx.path("run/hostprep/last-selection").c_str(), &before) == 0);
+  const ino_t before = fx.inode("run/hostprep/last-selection");
   REQUIRE(writeLastSelection(host, s));
-  REQUIRE(::stat(fx.path("run/hostprep/last-selection").c_str(), &after) == 0);
-  CHECK(after.st_ino == before.st_ino);
+  CHECK(fx.inode("run/hostprep/last-selection") == before);
   s.hostDriver = "standin";
   REQUIRE(writeLastSelection(host, s));
-  REQUIRE(::stat(fx.path("run/hostprep/last-selection").c_str(), &after) == 0);
-  CHECK(after.st_ino != before.st_ino);
+  CHECK(fx.inode("run/hostprep/last-selection") != before);
   CHECK((*readLastSelection(host))->hostDriver == "standin");
   // A damaged file is an error that names it (status warns and ignores it).
   fx.write("run/hostprep/last-selection", "selection:\n  devices: [nope]\n");

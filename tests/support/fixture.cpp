@@ -1,5 +1,6 @@
 #include "tests/support/fixture.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -271,6 +272,11 @@ void Fixture::write(const std::string& rel, const std::string& text) const {
 }
 void Fixture::symlink(const std::string& rel, const std::string& target) const {
   makeLink(root_ / rel, target);
+}
+ino_t Fixture::inode(const std::string& rel) const {
+  struct stat st {};
+  if (::stat((root_ / rel).c_str(), &st) != 0) throw std::runtime_error("fixture: no " + rel);
+  return st.st_ino;
 }
 
 std::map<std::string, std::string> Fixture::deviceState() const {

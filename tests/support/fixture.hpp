@@ -6,6 +6,8 @@
 // temporary directory, removed afterwards.
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
 #include <map>
 #include <string>
@@ -31,6 +33,8 @@ class Fixture {
   std::filesystem::path path(const std::string& rel) const { return root_ / rel; }
   void write(const std::string& rel, const std::string& text) const;
   void symlink(const std::string& rel, const std::string& target) const;
+  // The inode of a file under the root (an atomic rewrite gives a new one); throws when absent.
+  ino_t inode(const std::string& rel) const;
 
   // What a switch may change, for "the host is exactly as it was": every PCI function's driver
   // link and driver_override, sriov_numvfs, every driver's device links, and /dev/vfio.
