@@ -1,7 +1,11 @@
 // benchtool: the guest side of the VM benchmarks (tests/bench/run, tests/vm/guest/bench.sh).
 // Static, no libc beyond syscalls, so its own cost is near zero under TCG.
 //
-//   benchtool time OUTFILE CMD [ARG...]   run CMD (stdout+stderr to OUTFILE), print "<ms> <exit>"
+//   benchtool time [--fixed-addresses] OUTFILE CMD [ARG...]
+//                                         run CMD (stdout+stderr to OUTFILE), print "<ms> <exit>";
+//                                         --fixed-addresses: CMD runs without address-space
+//                                         randomization (personality(2) ADDR_NO_RANDOMIZE), so
+//                                         its code loads where it loaded the run before
 //   benchtool writes FILE                 the physical limit: one process doing the sysfs writes
 //                                         listed in FILE ("PATH VALUE" a line; no VALUE writes
 //                                         "\n"), one open+write+close each, in order
@@ -20,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/personality.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -42,11 +47,15 @@ static int writeAttr(const char* path, const char* value) {
 }
 
 static int cmdTime(int argc, char** argv) {
+  int fixed = argc > 0 && !strcmp(argv[0], "--fixed-addresses");
+  argc -= fixed;
+  argv += fixed;
   if (argc < 2) return 2;
   double t0 = nowMs();
   pid_t pid = fork();
   if (pid < 0) return 2;
   if (pid == 0) {
+    if (fixed && personality(ADDR_NO_RANDOMIZE) < 0) _exit(126);
     int fd = open(argv[0], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd >= 0) {
       dup2(fd, 1);
@@ -218,6 +227,6 @@ int main(int argc, char** argv) {
   if (argc == 6 && !strcmp(argv[1], "agent")) return cmdAgent(argv[2], argv[3], argv[4], atoi(argv[5]));
   if (argc == 3 && !strcmp(argv[1], "ctxsw")) return cmdCtxsw(argv[2]);
   fprintf(stderr,
-          "usage: benchtool time OUT CMD... | writes FILE | agent STATUS BDF DRIVER N | ctxsw PID\n");
+          "usage: benchtool time [--fixed-addresses] OUT CMD... | writes FILE | agent STATUS BDF DRIVER N | ctxsw PID\n");
   return 2;
 }

@@ -8,7 +8,9 @@
 # hp.only=agent runs only the agent benchmark (tests/bench/run --agent-only), hp.only=switch only
 # the switch and slow-teardown rows (tests/bench/run --switch-only). Stand-in GPUs beyond the
 # test topology's (tests/vm/run-vm.sh --bench-gpus N: edu at 00:0b.0 up, each in its own group)
-# add the slow teardown of 8 GPUs: A, B, C, E and four of them.
+# add the slow teardown of 8 GPUs: A, B, C, E and four of them. Each hostprep switch and slow
+# teardown runs once more under "benchtool time --fixed-addresses" (no address-space
+# randomization: TCG finds its translation of the run before), reported apart, without a verdict.
 . /tests/lib.sh
 N=11; NSLOW=5; NAGENT=100; ONLY=
 for arg in $(cat /proc/cmdline); do
@@ -66,10 +68,12 @@ writes_to() { # DRIVER|"" -> $T/writes
     done
 }
 on_vfio() { local b; for b in ${1:-$FUNCS}; do [ "$(drv $b)" = vfio-pci ] || return 1; done; }
-timed() { # NAME CMD... : prints "BENCH NAME <ms>"; a non-zero exit is a failure
-    local name=$1 r
+timed() { # [--fixed-addresses] NAME CMD... : prints "BENCH NAME <ms>"; a non-zero exit fails
+    local fixed= name r
+    [ "$1" = --fixed-addresses ] && { fixed=$1; shift; }
+    name=$1
     shift
-    r=$($BT time $T/timed.out "$@")
+    r=$($BT time $fixed $T/timed.out "$@")
     echo "BENCH $name ${r% *}"
     [ "${r#* }" = 0 ] || { bad "$name: exit ${r#* }: $(tail -n 3 $T/timed.out | tr '\n' ' ')"; return 1; }
 }
@@ -92,6 +96,11 @@ while [ $i -lt $N ]; do
     on_vfio || bad "switch: hostprep left $(pci_state | grep -v vfio-pci | grep -E "$(echo $FUNCS | tr ' ' '|')" | head -1)"
     timed switch.hostprep.back hostprep prepare --mode container $HPIDS
     state_diff $T/state.boot > $T/sd || bad "switch: hostprep back: $(tr '\n' ';' < $T/sd)"
+    # The same with hostprep's code at the addresses of its run before (see the README).
+    timed --fixed-addresses switch.hostprep_fixed.to_vfio hostprep prepare --mode vm-passthrough $HPIDS
+    on_vfio || bad "switch: hostprep (fixed addresses) did not move every function"
+    timed --fixed-addresses switch.hostprep_fixed.back hostprep prepare --mode container $HPIDS
+    state_diff $T/state.boot > $T/sd || bad "switch: hostprep (fixed addresses) back: $(tr '\n' ';' < $T/sd)"
     writes_to vfio-pci
     timed switch.writes.to_vfio $BT writes $T/writes
     on_vfio || bad "switch: bare writes left a function off vfio-pci"
@@ -113,6 +122,9 @@ while [ $i -lt $NSLOW ]; do
     timed slow.hostprep hostprep prepare --mode vm-passthrough $HPIDS
     on_vfio || bad "slow: hostprep did not move every function"
     hostprep prepare --mode container $HPIDS > $T/back.out 2>&1 || bad "slow: back: $(tail -n 3 $T/back.out)"
+    timed --fixed-addresses slow.hostprep_fixed hostprep prepare --mode vm-passthrough $HPIDS
+    on_vfio || bad "slow: hostprep (fixed addresses) did not move every function"
+    hostprep prepare --mode container $HPIDS > $T/back.out 2>&1 || bad "slow: back: $(tail -n 3 $T/back.out)"
     timed slow.vfio_manage sh /tests/bench-vfio-manage.sh $FUNCS
     on_vfio || bad "slow: vfio-manage sequence did not move every function"
     hostprep prepare --mode container $HPIDS > $T/back.out 2>&1 || bad "slow: back: $(tail -n 3 $T/back.out)"
@@ -129,6 +141,9 @@ if [ -n "${GPUS8:-}" ]; then
     while [ $i -lt $NSLOW ]; do
         timed slow8.hostprep hostprep prepare --mode vm-passthrough $HPIDS8
         on_vfio "$FUNCS8" || bad "slow8: hostprep did not move every function"
+        hostprep prepare --mode container $HPIDS8 > $T/back.out 2>&1 || bad "slow8: back: $(tail -n 3 $T/back.out)"
+        timed --fixed-addresses slow8.hostprep_fixed hostprep prepare --mode vm-passthrough $HPIDS8
+        on_vfio "$FUNCS8" || bad "slow8: hostprep (fixed addresses) did not move every function"
         hostprep prepare --mode container $HPIDS8 > $T/back.out 2>&1 || bad "slow8: back: $(tail -n 3 $T/back.out)"
         timed slow8.vfio_manage sh /tests/bench-vfio-manage.sh $FUNCS8
         on_vfio "$FUNCS8" || bad "slow8: vfio-manage sequence did not move every function"
@@ -155,6 +170,8 @@ while [ $i -lt 5 ]; do
         $BT time $T/c.out hostprep "$@" > $T/c.t
         echo "BENCH $name $(cut -d' ' -f1 $T/c.t)"
     done
+    $BT time --fixed-addresses $T/c.out hostprep --version > $T/c.t
+    echo "BENCH cost.startup_fixed $(cut -d' ' -f1 $T/c.t)"
     i=$((i + 1))
 done
 
