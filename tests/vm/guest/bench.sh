@@ -201,7 +201,7 @@ else
     $BT agent /run/hostprep/status.json $EDU_B standin $NAGENT > $T/lat 2> $T/lat.err \
         && ok || bad "agent: $(cat $T/lat.err)"
     cat $T/lat.err
-    sed 's/^/BENCH agent.latency /' $T/lat
+    awk '{ print "BENCH agent.latency", $1; print "BENCH agent.rebind_writes", $2 }' $T/lat
     echo "BENCH agent.rss_kib $(awk '/^VmRSS:/ { print $2 }' /proc/$AGENT/status)"
     echo "BENCH agent.hwm_kib $(awk '/^VmHWM:/ { print $2 }' /proc/$AGENT/status)"
     # What the resident memory is made of: the totals, then the resident KiB of each mapped
