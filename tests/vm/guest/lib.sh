@@ -16,8 +16,13 @@ OHCI_E=0000:04:02.0     # behind PBRIDGE, pci-ohci (USB companion), driverless
 EDUS="$EDU_A $EDU_B $EDU_C $EDU_D $EDU_E"
 
 P=/sys/bus/pci/devices
-T=/tmp/t
-mkdir -p $T
+# One scratch directory per boot, made by the suite's shell and inherited by every test's shell
+# (run_test's children source this file again).
+if [ -z "${HOSTPREP_T:-}" ]; then
+    HOSTPREP_T=$(mktemp -d /tmp/hostprep-tests.XXXXXX)
+    export HOSTPREP_T
+fi
+T=$HOSTPREP_T
 
 die() { echo "$*" > $T/why; echo "die: $*"; exit 1; }
 drv() { local l; l=$(readlink $P/$1/driver 2>/dev/null) || true; echo "${l##*/}"; }
