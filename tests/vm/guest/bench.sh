@@ -77,6 +77,26 @@ timed() { # [--fixed-addresses] NAME CMD... : prints "BENCH NAME <ms>"; a non-ze
     echo "BENCH $name ${r% *}"
     [ "${r#* }" = 0 ] || { bad "$name: exit ${r#* }: $(tail -n 3 $T/timed.out | tr '\n' ' ')"; return 1; }
 }
+# hostprep to vm-passthrough and back, each direction timed (NAME.to_vfio, NAME.back) and checked.
+switch_hostprep() { # [--fixed-addresses] NAME
+    local fixed=
+    [ "$1" = --fixed-addresses ] && { fixed=$1; shift; }
+    timed $fixed $1.to_vfio hostprep prepare --mode vm-passthrough $HPIDS
+    on_vfio || bad "$1: hostprep left $(pci_state | grep -v vfio-pci | grep -E "$(echo $FUNCS | tr ' ' '|')" | head -1)"
+    timed $fixed $1.back hostprep prepare --mode container $HPIDS
+    state_diff $T/state.boot > $T/sd || bad "$1: back: $(tr '\n' ';' < $T/sd)"
+}
+# One slow teardown: CMD, timed as NAME, must move FUNCS to vfio-pci; hostprep (IDS) then puts
+# them back, untimed.
+teardown() { # [--fixed-addresses] NAME IDS FUNCS CMD...
+    local fixed= name ids funcs
+    [ "$1" = --fixed-addresses ] && { fixed=$1; shift; }
+    name=$1 ids=$2 funcs=$3
+    shift 3
+    timed $fixed $name "$@"
+    on_vfio "$funcs" || bad "$name: did not move every function"
+    hostprep prepare --mode container $ids > $T/back.out 2>&1 || bad "$name: back: $(tail -n 3 $T/back.out)"
+}
 
 # Where one run's time goes (--log-level debug prints a "time:" line per phase and per step).
 for m in vm-passthrough container; do
@@ -92,15 +112,9 @@ hostprep prepare --mode vm-passthrough $HPIDS > $T/warm.out 2>&1 || bad "warm-up
 hostprep prepare --mode container $HPIDS > $T/warm.out 2>&1 || bad "warm-up back: $(tail -n 3 $T/warm.out)"
 i=0
 while [ $i -lt $N ]; do
-    timed switch.hostprep.to_vfio hostprep prepare --mode vm-passthrough $HPIDS
-    on_vfio || bad "switch: hostprep left $(pci_state | grep -v vfio-pci | grep -E "$(echo $FUNCS | tr ' ' '|')" | head -1)"
-    timed switch.hostprep.back hostprep prepare --mode container $HPIDS
-    state_diff $T/state.boot > $T/sd || bad "switch: hostprep back: $(tr '\n' ';' < $T/sd)"
+    switch_hostprep switch.hostprep
     # The same with hostprep's code at the addresses of its run before (see the README).
-    timed --fixed-addresses switch.hostprep_fixed.to_vfio hostprep prepare --mode vm-passthrough $HPIDS
-    on_vfio || bad "switch: hostprep (fixed addresses) did not move every function"
-    timed --fixed-addresses switch.hostprep_fixed.back hostprep prepare --mode container $HPIDS
-    state_diff $T/state.boot > $T/sd || bad "switch: hostprep (fixed addresses) back: $(tr '\n' ';' < $T/sd)"
+    switch_hostprep --fixed-addresses switch.hostprep_fixed
     writes_to vfio-pci
     timed switch.writes.to_vfio $BT writes $T/writes
     on_vfio || bad "switch: bare writes left a function off vfio-pci"
@@ -119,15 +133,9 @@ grep 'time:' $T/bd.out | sed 's/^debug: time: /HPVM:   /'
 hostprep prepare --mode container $HPIDS > $T/back.out 2>&1 || bad "slow: back: $(tail -n 3 $T/back.out)"
 i=0
 while [ $i -lt $NSLOW ]; do
-    timed slow.hostprep hostprep prepare --mode vm-passthrough $HPIDS
-    on_vfio || bad "slow: hostprep did not move every function"
-    hostprep prepare --mode container $HPIDS > $T/back.out 2>&1 || bad "slow: back: $(tail -n 3 $T/back.out)"
-    timed --fixed-addresses slow.hostprep_fixed hostprep prepare --mode vm-passthrough $HPIDS
-    on_vfio || bad "slow: hostprep (fixed addresses) did not move every function"
-    hostprep prepare --mode container $HPIDS > $T/back.out 2>&1 || bad "slow: back: $(tail -n 3 $T/back.out)"
-    timed slow.vfio_manage sh /tests/bench-vfio-manage.sh $FUNCS
-    on_vfio || bad "slow: vfio-manage sequence did not move every function"
-    hostprep prepare --mode container $HPIDS > $T/back.out 2>&1 || bad "slow: back: $(tail -n 3 $T/back.out)"
+    teardown slow.hostprep "$HPIDS" "$FUNCS" hostprep prepare --mode vm-passthrough $HPIDS
+    teardown --fixed-addresses slow.hostprep_fixed "$HPIDS" "$FUNCS" hostprep prepare --mode vm-passthrough $HPIDS
+    teardown slow.vfio_manage "$HPIDS" "$FUNCS" sh /tests/bench-vfio-manage.sh $FUNCS
     state_diff $T/state.boot > $T/sd || bad "slow: not back at boot state: $(tr '\n' ';' < $T/sd)"
     i=$((i + 1))
 done
@@ -139,15 +147,9 @@ if [ -n "${GPUS8:-}" ]; then
     hostprep prepare --mode container $HPIDS8 > $T/back.out 2>&1 || bad "slow8: back: $(tail -n 3 $T/back.out)"
     i=0
     while [ $i -lt $NSLOW ]; do
-        timed slow8.hostprep hostprep prepare --mode vm-passthrough $HPIDS8
-        on_vfio "$FUNCS8" || bad "slow8: hostprep did not move every function"
-        hostprep prepare --mode container $HPIDS8 > $T/back.out 2>&1 || bad "slow8: back: $(tail -n 3 $T/back.out)"
-        timed --fixed-addresses slow8.hostprep_fixed hostprep prepare --mode vm-passthrough $HPIDS8
-        on_vfio "$FUNCS8" || bad "slow8: hostprep (fixed addresses) did not move every function"
-        hostprep prepare --mode container $HPIDS8 > $T/back.out 2>&1 || bad "slow8: back: $(tail -n 3 $T/back.out)"
-        timed slow8.vfio_manage sh /tests/bench-vfio-manage.sh $FUNCS8
-        on_vfio "$FUNCS8" || bad "slow8: vfio-manage sequence did not move every function"
-        hostprep prepare --mode container $HPIDS8 > $T/back.out 2>&1 || bad "slow8: back: $(tail -n 3 $T/back.out)"
+        teardown slow8.hostprep "$HPIDS8" "$FUNCS8" hostprep prepare --mode vm-passthrough $HPIDS8
+        teardown --fixed-addresses slow8.hostprep_fixed "$HPIDS8" "$FUNCS8" hostprep prepare --mode vm-passthrough $HPIDS8
+        teardown slow8.vfio_manage "$HPIDS8" "$FUNCS8" sh /tests/bench-vfio-manage.sh $FUNCS8
         state_diff $T/state.boot > $T/sd || bad "slow8: not back at boot state: $(tr '\n' ';' < $T/sd)"
         i=$((i + 1))
     done
