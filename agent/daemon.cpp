@@ -80,6 +80,24 @@ std::optional<ChangedFunctions> changedFunctions(const std::vector<DeviceEvent>&
   return out;
 }
 
+bool burstSettled(const std::vector<DeviceEvent>& events) {
+  std::set<std::string> unbound;
+  const DeviceEvent* last = nullptr;
+  for (const auto& e : events) {
+    if (e.subsystem == "vfio" && (e.action == "add" || e.action == "remove")) continue;
+    if (e.subsystem != "pci") return false;
+    if (e.action == "unbind") {
+      unbound.insert(e.sysname);
+    } else if (e.action == "bind") {
+      unbound.erase(e.sysname);
+    } else {
+      return false;
+    }
+    last = &e;
+  }
+  return last && last->action == "bind" && unbound.empty();
+}
+
 Result<std::unique_ptr<SignalSource>> openSignalSource() {
   sigset_t set;
   sigemptyset(&set);
@@ -333,11 +351,13 @@ int Agent::run(EventSource& events, SignalSource& signals) {
       }
     }
     if (!(fds[0].revents & (POLLIN | POLLERR))) continue;
-    // Debounce: gather the burst, at most kDebounceMax after its first event.
+    // Debounce: gather the burst until it settles or is quiet, at most kDebounceMax after its
+    // first event.
     auto batch = events.drain();
     const auto first = Clock::now();
     const auto deadline = first + kDebounceMax;
     for (;;) {
+      if (burstSettled(batch)) break;
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) break;
       pollfd more{events.fd(), POLLIN, 0};

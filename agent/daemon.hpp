@@ -1,8 +1,9 @@
 // The agent: converge at start, publish the status, then one poll loop over kernel device events
 // and signals. No timers while the node is converged: an idle agent sleeps in poll(-1) and wakes
 // up zero times; after a failed convergence, one timer for its retry (kRetryFirst). A burst of
-// events is debounced (kDebounceQuiet of quiet, at most kDebounceMax after the first event), so
-// the status is rewritten within 100 ms of the event that changed it.
+// events is debounced (kDebounceQuiet of quiet, at most kDebounceMax after the first event; a
+// burst that has settled, burstSettled, is read at once), so the status is rewritten within
+// 100 ms of the event that changed it.
 #pragma once
 
 #include <atomic>
@@ -45,6 +46,16 @@ struct ChangedFunctions {
   bool operator==(const ChangedFunctions&) const = default;
 };
 std::optional<ChangedFunctions> changedFunctions(const std::vector<DeviceEvent>& events);
+
+// Whether a burst has come to rest, so that the agent reads the host without waiting for the
+// quiet: its last event binds a PCI function, and every function it unbinds is bound again later
+// in it. The driver core sends a function's bind event once the probe has bound it
+// (drivers/base/dd.c driver_bound, KOBJ_BIND) and its unbind event once it has let it go
+// (__device_release_driver, KOBJ_UNBIND), so a rebind, or a move to another driver, ends with a
+// bind. A burst that leaves a function unbound (its bind may follow), or that holds any other
+// event than a PCI bind or unbind or a vfio group node coming or going (a function added or
+// removed, a change, mdev, lost events), waits for the quiet as before.
+bool burstSettled(const std::vector<DeviceEvent>& events);
 
 // SIGTERM, SIGINT, SIGHUP (and SIGCHLD, to reap timed writes the kernel let go late) as a
 // descriptor for the poll loop (signalfd), or a fake in tests.

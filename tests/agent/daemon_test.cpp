@@ -426,6 +426,41 @@ TEST_CASE("a burst of binds and unbinds names the functions to read again, anyth
   CHECK_FALSE(changedFunctions({{std::string(kEventsLost), "", "", ""}}));
 }
 
+TEST_CASE("a burst settles when its last event is a bind and every function it unbound is bound",
+          "[agent][udev]") {
+  // A rebind, a move to vfio-pci (its group node comes first), a probe of an unbound function.
+  CHECK(burstSettled(
+      {{"unbind", "pci", "0000:3b:00.1", ""}, {"bind", "pci", "0000:3b:00.1", "snd_hda_intel"}}));
+  CHECK(burstSettled({{"unbind", "pci", "0000:3b:00.0", ""},
+                      {"add", "vfio", "30", ""},
+                      {"bind", "pci", "0000:3b:00.0", "vfio-pci"}}));
+  CHECK(burstSettled({{"bind", "pci", "0000:3b:00.1", "vfio-pci"}}));
+  CHECK(burstSettled({{"unbind", "pci", "0000:3b:00.0", ""},
+                      {"unbind", "pci", "0000:3b:00.1", ""},
+                      {"bind", "pci", "0000:3b:00.1", "vfio-pci"},
+                      {"bind", "pci", "0000:3b:00.0", "vfio-pci"},
+                      {"remove", "vfio", "12", ""}}));
+  // Not yet: a function still unbound, another function's unbind after the last bind, a burst
+  // that ends with an unbind, or any other event.
+  CHECK_FALSE(burstSettled({}));
+  CHECK_FALSE(burstSettled({{"unbind", "pci", "0000:3b:00.1", ""}}));
+  CHECK_FALSE(burstSettled({{"unbind", "pci", "0000:3b:00.0", ""},
+                            {"unbind", "pci", "0000:3b:00.1", ""},
+                            {"bind", "pci", "0000:3b:00.1", "vfio-pci"}}));
+  CHECK_FALSE(burstSettled({{"unbind", "pci", "0000:3b:00.0", ""},
+                            {"bind", "pci", "0000:3b:00.0", "vfio-pci"},
+                            {"unbind", "pci", "0000:3b:00.1", ""}}));
+  CHECK_FALSE(burstSettled({{"remove", "vfio", "30", ""}}));
+  CHECK_FALSE(burstSettled(
+      {{"change", "pci", "0000:3b:00.0", ""}, {"bind", "pci", "0000:3b:00.0", "nvidia"}}));
+  CHECK_FALSE(burstSettled(
+      {{"add", "pci", "0000:3b:00.4", ""}, {"bind", "pci", "0000:3b:00.4", "vfio-pci"}}));
+  CHECK_FALSE(burstSettled({{"bind", "pci", "0000:3b:00.1", "vfio-pci"},
+                            {"add", "mdev", "5f2a9a5e-1c39-4b8f-9a53-7d0f2c8c1a11", ""}}));
+  CHECK_FALSE(burstSettled(
+      {{std::string(kEventsLost), "", "", ""}, {"bind", "pci", "0000:3b:00.1", "vfio-pci"}}));
+}
+
 TEST_CASE("the agent reads again only what the events name, and everything after lost events",
           "[agent]") {
   Rig r("two-a10", "mode: vm-passthrough\n");
