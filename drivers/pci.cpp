@@ -113,6 +113,47 @@ std::string className(uint32_t cls) {
   }
 }
 
+std::optional<PciModalias> parsePciModalias(std::string_view text) {
+  text = trim(text);
+  size_t at = 0;
+  bool ok = true;
+  // The next field: its tag, then exactly `width` hex digits.
+  auto field = [&](std::string_view tag, size_t width) -> uint32_t {
+    if (!ok || text.substr(at, tag.size()) != tag || text.size() - at - tag.size() < width) {
+      ok = false;
+      return 0;
+    }
+    at += tag.size();
+    uint32_t v = 0;
+    for (size_t i = 0; i < width; ++i, ++at) {
+      const char c = text[at];
+      const int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                           : -1;
+      if (d < 0) {
+        ok = false;
+        return 0;
+      }
+      v = v * 16 + static_cast<uint32_t>(d);
+    }
+    return v;
+  };
+  const uint32_t vendor = field("pci:v", 8);
+  const uint32_t device = field("d", 8);
+  const uint32_t subVendor = field("sv", 8);
+  const uint32_t subDevice = field("sd", 8);
+  const uint32_t base = field("bc", 2);
+  const uint32_t sub = field("sc", 2);
+  const uint32_t progIf = field("i", 2);
+  if (!ok || at != text.size() || vendor > 0xffff || device > 0xffff || subVendor > 0xffff ||
+      subDevice > 0xffff)
+    return std::nullopt;
+  return PciModalias{{static_cast<uint16_t>(vendor), static_cast<uint16_t>(device)},
+                     {static_cast<uint16_t>(subVendor), static_cast<uint16_t>(subDevice)},
+                     base << 16 | sub << 8 | progIf};
+}
+
 std::optional<std::string> parseDriverOverride(std::string_view raw) {
   auto t = trim(raw);
   if (t.empty() || t == "(null)") return std::nullopt;

@@ -33,6 +33,18 @@ struct PciId {
 std::optional<PciId> parsePciId(std::string_view s);
 std::string toString(PciId id);
 
+// What a PCI function's sysfs `modalias` says: "pci:v%08Xd%08Xsv%08Xsd%08Xbc%02Xsc%02Xi%02X", the
+// vendor, device, subsystem and class of the pci_dev that the vendor, device, subsystem_vendor,
+// subsystem_device and class files show one each (Linux drivers/pci/pci-sysfs.c modalias_show).
+// nullopt for any other text.
+struct PciModalias {
+  PciId id;
+  PciId subsystem;
+  uint32_t classCode = 0;
+  bool operator==(const PciModalias&) const = default;
+};
+std::optional<PciModalias> parsePciModalias(std::string_view text);
+
 // Class codes are 24 bits: base class, subclass, programming interface.
 namespace pci_class {
 inline constexpr uint32_t kVgaController = 0x030000;

@@ -243,20 +243,33 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
   auto at = [&](std::string_view name) { return d->at(name); };
   PciFunction f;
   f.bdf = bdf;
+  // The modalias holds the ids and class of five files; those are read only when it does not
+  // parse (a tree that is not a kernel's).
+  if (d->has("modalias")) f.modalias = readTrimmed(host, at("modalias")).value_or("");
+  const auto ids = parsePciModalias(f.modalias);
   if (light) {
     f.id = light->id;
     f.classCode = light->classCode;
     f.physfn = light->physfn;
   } else {
-    f.id.vendor = static_cast<uint16_t>(readHex(host, at("vendor")).value_or(0));
-    f.id.device = static_cast<uint16_t>(readHex(host, at("device")).value_or(0));
-    f.classCode = readHex(host, at("class")).value_or(0) & 0xffffff;
+    if (ids) {
+      f.id = ids->id;
+      f.classCode = ids->classCode;
+    } else {
+      f.id.vendor = static_cast<uint16_t>(readHex(host, at("vendor")).value_or(0));
+      f.id.device = static_cast<uint16_t>(readHex(host, at("device")).value_or(0));
+      f.classCode = readHex(host, at("class")).value_or(0) & 0xffffff;
+    }
     if (d->has("physfn")) {
       if (auto pf = readLinkName(host, at("physfn"))) f.physfn = parseBdf(*pf);
     }
   }
-  f.subsystem.vendor = static_cast<uint16_t>(readHex(host, at("subsystem_vendor")).value_or(0));
-  f.subsystem.device = static_cast<uint16_t>(readHex(host, at("subsystem_device")).value_or(0));
+  if (ids) {
+    f.subsystem = ids->subsystem;
+  } else {
+    f.subsystem.vendor = static_cast<uint16_t>(readHex(host, at("subsystem_vendor")).value_or(0));
+    f.subsystem.device = static_cast<uint16_t>(readHex(host, at("subsystem_device")).value_or(0));
+  }
   if (d->has("iommu_group")) {
     if (auto g = readLinkName(host, at("iommu_group"))) {
       if (auto v = parseSigned(*g); v && *v >= 0 && *v < 1'000'000)
@@ -272,7 +285,6 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
     if (auto v = readInt(host, at("boot_vga"))) f.bootVga = *v != 0;
   }
   f.numaNode = readInt(host, at("numa_node"));
-  f.modalias = readTrimmed(host, at("modalias")).value_or("");
   f.virtfns = virtfnsOf(host, bdf, d->entries, f.sriovOffset, f.sriovStride);
   std::sort(f.virtfns.begin(), f.virtfns.end());
   if (d->has("resource")) {
@@ -299,11 +311,18 @@ std::optional<PciFunction> readLightFunction(const Host& host, const Bdf& bdf) {
   auto at = [&](std::string_view name) { return hostPath(dir, name); };
   PciFunction f;
   f.bdf = bdf;
-  auto vendor = readHex(host, at("vendor"));
-  if (!vendor && !host.exists(dir)) return std::nullopt;
-  f.id.vendor = static_cast<uint16_t>(vendor.value_or(0));
-  f.id.device = static_cast<uint16_t>(readHex(host, at("device")).value_or(0));
-  f.classCode = readHex(host, at("class")).value_or(0) & 0xffffff;
+  // One file for the ids and class (the modalias), or the three that hold them.
+  const auto text = readTrimmed(host, at("modalias"));
+  if (const auto ids = parsePciModalias(text.value_or(""))) {
+    f.id = ids->id;
+    f.classCode = ids->classCode;
+  } else {
+    auto vendor = readHex(host, at("vendor"));
+    if (!text && !vendor && !host.exists(dir)) return std::nullopt;
+    f.id.vendor = static_cast<uint16_t>(vendor.value_or(0));
+    f.id.device = static_cast<uint16_t>(readHex(host, at("device")).value_or(0));
+    f.classCode = readHex(host, at("class")).value_or(0) & 0xffffff;
+  }
   f.driver = readLinkName(host, at("driver"));
   if (auto pf = readLinkName(host, at("physfn"))) f.physfn = parseBdf(*pf);
   return f;

@@ -47,6 +47,35 @@ TEST_CASE("parsePciId reads vendor:device in hex", "[parsers]") {
   CHECK_FALSE(parsePciId("zz:11"));
 }
 
+TEST_CASE("parsePciModalias reads the ids and class the kernel prints, and nothing else",
+          "[parsers]") {
+  // An A10 and its audio function as Linux prints them (upper-case hex, a newline).
+  CHECK(parsePciModalias("pci:v000010DEd00002236sv000010DEsd00001482bc03sc02i00\n") ==
+        PciModalias{{0x10de, 0x2236}, {0x10de, 0x1482}, 0x030200});
+  CHECK(parsePciModalias("pci:v000010DEd00001AEFsv000010DEsd00001482bc04sc03i00") ==
+        PciModalias{{0x10de, 0x1aef}, {0x10de, 0x1482}, 0x040300});
+  CHECK(parsePciModalias("pci:v00008086d00000D4Esv00000000sd00000000bc0Csc03i30") ==
+        PciModalias{{0x8086, 0x0d4e}, {0, 0}, 0x0c0330});
+  CHECK(parsePciModalias("pci:v000010ded00002236sv000010desd00001482bc03sc02i00") ==
+        PciModalias{{0x10de, 0x2236}, {0x10de, 0x1482}, 0x030200});
+  for (const char* bad : {
+           "",
+           "pci:",
+           "pci:v000010DEd00002236sv000010DEsd00001482bc03sc02",      // no prog-if
+           "pci:v000010DEd00002236sv000010DEsd00001482bc03sc02i0",    // short
+           "pci:v000010DEd00002236sv000010DEsd00001482bc03sc02i00x",  // trailing text
+           "pci:v000010DEd00002236sv000010DEsd00001482bc03sc02i0g",   // not hex
+           "pci:v000110DEd00002236sv000010DEsd00001482bc03sc02i00",   // vendor over 16 bits
+           "pci:v*d*sv*sd*bc03sc02i00",                               // a pattern, not a device
+           "pci:v10DEd2236sv10DEsd1482bc03sc02i00",                   // not 8 digits
+           "usb:v1D6Bp0003d0601dc09dsc00dp03ic09isc00ip00in00",       // another bus
+           "acpi:PNP0A08:PNP0A03:",
+       }) {
+    INFO(bad);
+    CHECK_FALSE(parsePciModalias(bad));
+  }
+}
+
 TEST_CASE("parseDriverOverride treats (null) and empty as unset", "[parsers]") {
   CHECK_FALSE(parseDriverOverride("(null)\n"));
   CHECK_FALSE(parseDriverOverride("\n"));

@@ -257,6 +257,42 @@ size_t compareScoped(const Snapshot& scoped, const Snapshot& full) {
 
 }  // namespace
 
+TEST_CASE("a function's ids and class come from its modalias, one file instead of five",
+          "[snapshot]") {
+  // The kernel prints the same pci_dev fields in modalias as in vendor, device, class and
+  // subsystem_*: with those five files gone, whole and light reads still know the GPU.
+  Fixture fx("two-a10");
+  const std::string gpu = "sys/bus/pci/devices/0000:3b:00.0/";
+  for (const char* name : {"vendor", "device", "class", "subsystem_vendor", "subsystem_device"})
+    std::filesystem::remove(fx.path(gpu + name));
+  RootHost host(fx.root());
+  auto whole = readSnapshot(host);
+  auto scoped = readSnapshot(host, mayBeGpu());
+  REQUIRE(whole);
+  REQUIRE(scoped);
+  for (const Snapshot* s : {&*whole, &*scoped}) {
+    const auto* g = s->find(*parseBdf("0000:3b:00.0"));
+    REQUIRE(g);
+    CHECK(g->id == PciId{0x10de, 0x2236});
+    CHECK(g->subsystem == PciId{0x10de, 0x1482});
+    CHECK(g->classCode == 0x030200);
+  }
+  // A modalias that does not parse: the five files say it.
+  Fixture fy("two-a10");
+  fy.write(gpu + "modalias", "pci:v*d*sv*sd*bc*sc*i*\n");
+  fy.write(gpu + "device", "0x2237\n");
+  fy.write(gpu + "subsystem_device", "0x1483\n");
+  RootHost hostY(fy.root());
+  for (const auto& s : {readSnapshot(hostY), readSnapshot(hostY, mayBeGpu())}) {
+    REQUIRE(s);
+    const auto* g = s->find(*parseBdf("0000:3b:00.0"));
+    REQUIRE(g);
+    CHECK(g->id == PciId{0x10de, 0x2237});
+    CHECK(g->subsystem == PciId{0x10de, 0x1483});
+    CHECK(g->classCode == 0x030200);
+  }
+}
+
 TEST_CASE("a scoped snapshot reads whole only what a selection can reach", "[snapshot]") {
   // The GPU shares its group with a bridge, its audio function and the root disk's NVMe.
   Fixture fx("nvme-shared-group");

@@ -169,8 +169,9 @@ TEST_CASE("huge, truncated, binary and missing sysfs files are states, not crash
   fx.write(gpu + "driver_override", std::string(5000, 'x'));        // over its read cap
   fx.write(gpu + "numa_node", "-99999999999999999999999\n");        // out of range
   fx.write(gpu + "sriov_totalvfs", "\xff\xff");
-  std::filesystem::remove(fx.path(audio + "device"));  // missing
-  std::filesystem::remove(fx.path(audio + "class"));
+  std::filesystem::remove(fx.path(audio + "device"));  // missing, with the modalias that
+  std::filesystem::remove(fx.path(audio + "class"));   // would have said them
+  std::filesystem::remove(fx.path(audio + "modalias"));
   fx.write("proc/modules", std::string(2 << 20, 'm'));        // huge: over the 1 MiB cap
   fx.write("proc/cmdline", "intel_iommu=on \"unterminated");  // truncated mid-quote
   fx.write("proc/sys/kernel/osrelease", "../../../etc\n");    // would name lib/modules/../../..
