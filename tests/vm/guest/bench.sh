@@ -11,6 +11,8 @@
 # add the slow teardown of 8 GPUs: A, B, C, E and four of them. Each hostprep switch and slow
 # teardown runs once more under "benchtool time --fixed-addresses" (no address-space
 # randomization: TCG finds its translation of the run before), reported apart, without a verdict.
+# hp.only=ab (tests/bench/run --ab OLD) runs only the A/B rounds: this hostprep and
+# /usr/local/bin/hostprep-old in alternation, hp.n rounds.
 . /tests/lib.sh
 N=11; NSLOW=5; NAGENT=100; ONLY=
 for arg in $(cat /proc/cmdline); do
@@ -105,7 +107,46 @@ for m in vm-passthrough container; do
     grep 'time:' $T/bd.out | sed 's/^debug: time: /HPVM:   /'
 done
 
-if [ "$ONLY" != agent ]; then
+# A/B: this build's hostprep and another (/usr/local/bin/hostprep-old, tests/bench/run --ab OLD)
+# in alternation, N rounds, so that both meet the same guest and the same moment of this noisy
+# machine. Each round runs each binary to vm-passthrough and back, with address-space
+# randomization and without, under --log-level debug: "BENCH ab.<new|old>[_fixed].run <ms>" for
+# the whole process and one "BENCH ab.<...>.<phase> <ms>" per "time:" phase (steps left out).
+if [ "$ONLY" = ab ]; then
+OLD=/usr/local/bin/hostprep-old
+if ! $OLD --version > $T/old.version 2>&1; then
+    bad "ab: $OLD does not run in this guest: $(head -n 2 $T/old.version | tr '\n' ' ')"
+else
+    echo "HPVM: bench ab: $N rounds, $(hostprep --version | head -n 1) against $(head -n 1 $T/old.version)"
+    i=0
+    while [ $i -lt $N ]; do
+        for which in new old; do
+            bin=hostprep
+            [ $which = old ] && bin=$OLD
+            for fx in "" --fixed-addresses; do
+                key=$which${fx:+_fixed}
+                for m in vm-passthrough container; do
+                    r=$($BT time $fx $T/ab.out $bin --log-level debug prepare --mode $m $HPIDS)
+                    [ "${r#* }" = 0 ] || bad "ab: $key $m: exit ${r#* }: $(tail -n 2 $T/ab.out | tr '\n' ' ')"
+                    echo "BENCH ab.$key.run ${r% *}"
+                    awk -v k="ab.$key" '/^debug: time: / && !/^debug: time: step / {
+                        ms = $(NF - 1); sub(/^debug: time: /, ""); sub(/ [0-9.]+ ms$/, "")
+                        gsub(/[^a-z0-9]+/, "_"); sub(/_$/, ""); print "BENCH " k "." $0, ms }' $T/ab.out
+                    if [ $m = vm-passthrough ]; then
+                        on_vfio || bad "ab: $key left a function off vfio-pci"
+                    else
+                        state_diff $T/state.boot > $T/sd || bad "ab: $key back: $(tr '\n' ';' < $T/sd)"
+                    fi
+                done
+            done
+        done
+        i=$((i + 1))
+    done
+    ok
+fi
+fi # hp.only
+
+if [ "$ONLY" != agent ] && [ "$ONLY" != ab ]; then
 echo "HPVM: bench switch: $N repetitions, functions $FUNCS"
 # One untimed round first: vfio-pci's first probe of each device, page cache for the binary.
 hostprep prepare --mode vm-passthrough $HPIDS > $T/warm.out 2>&1 || bad "warm-up: $(tail -n 3 $T/warm.out)"
@@ -179,7 +220,7 @@ done
 
 fi # hp.only
 
-if [ "$ONLY" != switch ]; then
+if [ "$ONLY" != switch ] && [ "$ONLY" != ab ]; then
 echo "HPVM: bench agent: $NAGENT rebinds of $EDU_B"
 mkdir -p /etc/hostprep
 cat > /etc/hostprep/config.yaml <<EOF
