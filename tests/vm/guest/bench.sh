@@ -109,7 +109,7 @@ done
 
 # A/B: this build's hostprep and another (/usr/local/bin/hostprep-old, tests/bench/run --ab OLD)
 # in alternation, N rounds, so that both meet the same guest and the same moment of this noisy
-# machine. Each round runs each binary to vm-passthrough and back, with address-space
+# machine (the first of each round alternates). Each round runs each binary to vm-passthrough and back, with address-space
 # randomization and without, under --log-level debug: "BENCH ab.<new|old>[_fixed].run <ms>" for
 # the whole process and one "BENCH ab.<...>.<phase> <ms>" per "time:" phase (steps left out).
 if [ "$ONLY" = ab ]; then
@@ -120,7 +120,10 @@ else
     echo "HPVM: bench ab: $N rounds, $(hostprep --version | head -n 1) against $(head -n 1 $T/old.version)"
     i=0
     while [ $i -lt $N ]; do
-        for which in new old; do
+        # Which binary goes first alternates too: neither always runs right after the other.
+        order="new old"
+        [ $((i % 2)) = 1 ] && order="old new"
+        for which in $order; do
             bin=hostprep
             [ $which = old ] && bin=$OLD
             for fx in "" --fixed-addresses; do
