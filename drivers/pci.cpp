@@ -1,5 +1,6 @@
 #include "drivers/pci.hpp"
 
+#include <charconv>
 #include <cstdio>
 
 #include "drivers/text.hpp"
@@ -117,26 +118,18 @@ std::optional<PciModalias> parsePciModalias(std::string_view text) {
   text = trim(text);
   size_t at = 0;
   bool ok = true;
-  // The next field: its tag, then exactly `width` hex digits.
+  // The next field: its tag, then exactly `width` hex digits (from_chars takes no sign, space or
+  // 0x prefix, so the whole slice must be digits).
   auto field = [&](std::string_view tag, size_t width) -> uint32_t {
     if (!ok || text.substr(at, tag.size()) != tag || text.size() - at - tag.size() < width) {
       ok = false;
       return 0;
     }
-    at += tag.size();
+    const char* first = text.data() + at + tag.size();
     uint32_t v = 0;
-    for (size_t i = 0; i < width; ++i, ++at) {
-      const char c = text[at];
-      const int d = c >= '0' && c <= '9'   ? c - '0'
-                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                           : -1;
-      if (d < 0) {
-        ok = false;
-        return 0;
-      }
-      v = v * 16 + static_cast<uint32_t>(d);
-    }
+    auto [end, ec] = std::from_chars(first, first + width, v, 16);
+    ok = ec == std::errc() && end == first + width;
+    at += tag.size() + width;
     return v;
   };
   const uint32_t vendor = field("pci:v", 8);
