@@ -20,6 +20,16 @@ std::optional<uint32_t> readHex(const Host& host, const std::string& path) {
   return static_cast<uint32_t>(*v);
 }
 
+// A function's vendor, device and class from their three files, where its modalias does not say
+// them (parsePciModalias); whether the vendor file could be read.
+bool readIdFiles(const Host& host, const std::string& dir, PciFunction& f) {
+  const auto vendor = readHex(host, hostPath(dir, "vendor"));
+  f.id.vendor = static_cast<uint16_t>(vendor.value_or(0));
+  f.id.device = static_cast<uint16_t>(readHex(host, hostPath(dir, "device")).value_or(0));
+  f.classCode = readHex(host, hostPath(dir, "class")).value_or(0) & 0xffffff;
+  return vendor.has_value();
+}
+
 std::optional<int> readInt(const Host& host, const std::string& path) {
   auto t = readTrimmed(host, path);
   if (!t) return std::nullopt;
@@ -256,9 +266,7 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
       f.id = ids->id;
       f.classCode = ids->classCode;
     } else {
-      f.id.vendor = static_cast<uint16_t>(readHex(host, at("vendor")).value_or(0));
-      f.id.device = static_cast<uint16_t>(readHex(host, at("device")).value_or(0));
-      f.classCode = readHex(host, at("class")).value_or(0) & 0xffffff;
+      readIdFiles(host, d->dir, f);
     }
     if (d->has("physfn")) {
       if (auto pf = readLinkName(host, at("physfn"))) f.physfn = parseBdf(*pf);
@@ -316,12 +324,8 @@ std::optional<PciFunction> readLightFunction(const Host& host, const Bdf& bdf) {
   if (const auto ids = parsePciModalias(text.value_or(""))) {
     f.id = ids->id;
     f.classCode = ids->classCode;
-  } else {
-    auto vendor = readHex(host, at("vendor"));
-    if (!text && !vendor && !host.exists(dir)) return std::nullopt;
-    f.id.vendor = static_cast<uint16_t>(vendor.value_or(0));
-    f.id.device = static_cast<uint16_t>(readHex(host, at("device")).value_or(0));
-    f.classCode = readHex(host, at("class")).value_or(0) & 0xffffff;
+  } else if (!readIdFiles(host, dir, f) && !text && !host.exists(dir)) {
+    return std::nullopt;
   }
   f.driver = readLinkName(host, at("driver"));
   if (auto pf = readLinkName(host, at("physfn"))) f.physfn = parseBdf(*pf);
