@@ -109,9 +109,10 @@ done
 
 # A/B: this build's hostprep and another (/usr/local/bin/hostprep-old, tests/bench/run --ab OLD)
 # in alternation, N rounds, so that both meet the same guest and the same moment of this noisy
-# machine (the first of each round alternates). Each round runs each binary to vm-passthrough and back, with address-space
-# randomization and without, under --log-level debug: "BENCH ab.<new|old>[_fixed].run <ms>" for
-# the whole process and one "BENCH ab.<...>.<phase> <ms>" per "time:" phase (steps left out).
+# machine (the first of each round alternates). Each round runs each binary to vm-passthrough
+# and back, with address-space randomization and without, under --log-level debug:
+# "BENCH ab.<new|old>[_fixed].run <ms>" for the whole process (timed) and one
+# "BENCH ab.<...>.<phase> <ms>" per "time:" phase (steps left out).
 if [ "$ONLY" = ab ]; then
 OLD=/usr/local/bin/hostprep-old
 if ! $OLD --version > $T/old.version 2>&1; then
@@ -129,12 +130,10 @@ else
             for fx in "" --fixed-addresses; do
                 key=$which${fx:+_fixed}
                 for m in vm-passthrough container; do
-                    r=$($BT time $fx $T/ab.out $bin --log-level debug prepare --mode $m $HPIDS)
-                    [ "${r#* }" = 0 ] || bad "ab: $key $m: exit ${r#* }: $(tail -n 2 $T/ab.out | tr '\n' ' ')"
-                    echo "BENCH ab.$key.run ${r% *}"
+                    timed $fx ab.$key.run $bin --log-level debug prepare --mode $m $HPIDS
                     awk -v k="ab.$key" '/^debug: time: / && !/^debug: time: step / {
                         ms = $(NF - 1); sub(/^debug: time: /, ""); sub(/ [0-9.]+ ms$/, "")
-                        gsub(/[^a-z0-9]+/, "_"); sub(/_$/, ""); print "BENCH " k "." $0, ms }' $T/ab.out
+                        gsub(/[^a-z0-9]+/, "_"); sub(/_$/, ""); print "BENCH " k "." $0, ms }' $T/timed.out
                     if [ $m = vm-passthrough ]; then
                         on_vfio || bad "ab: $key left a function off vfio-pci"
                     else
