@@ -19,7 +19,7 @@ P=/sys/bus/pci/devices
 # One scratch directory per boot, made by the suite's shell and inherited by every test's shell
 # (run_test's children source this file again).
 if [ -z "${HOSTPREP_T:-}" ]; then
-    HOSTPREP_T=$(mktemp -d /tmp/hostprep-tests.XXXXXX)
+    HOSTPREP_T=$(mktemp -d -t hostprep-tests.XXXXXX)
     export HOSTPREP_T
 fi
 T=$HOSTPREP_T
