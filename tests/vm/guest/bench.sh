@@ -12,7 +12,8 @@
 # teardown runs once more under "benchtool time --fixed-addresses" (no address-space
 # randomization: TCG finds its translation of the run before), reported apart, without a verdict.
 # hp.only=ab (tests/bench/run --ab OLD) runs only the A/B rounds: this hostprep and
-# /usr/local/bin/hostprep-old in alternation, hp.n rounds.
+# /usr/local/bin/hostprep-old in alternation, hp.n rounds; hp.only=abagent (--ab OLD --agent) the
+# agent's benchmark the same way, hp.n rounds of hp.nagent / hp.n rebinds per binary.
 . /tests/lib.sh
 N=11; NSLOW=5; NAGENT=100; ONLY=
 for arg in $(cat /proc/cmdline); do
@@ -148,7 +149,7 @@ else
 fi
 fi # hp.only
 
-if [ "$ONLY" != agent ] && [ "$ONLY" != ab ]; then
+if [ "$ONLY" != agent ] && [ "$ONLY" != ab ] && [ "$ONLY" != abagent ]; then
 echo "HPVM: bench switch: $N repetitions, functions $FUNCS"
 # One untimed round first: vfio-pci's first probe of each device, page cache for the binary.
 hostprep prepare --mode vm-passthrough $HPIDS > $T/warm.out 2>&1 || bad "warm-up: $(tail -n 3 $T/warm.out)"
@@ -222,10 +223,14 @@ done
 
 fi # hp.only
 
-if [ "$ONLY" != switch ] && [ "$ONLY" != ab ]; then
-echo "HPVM: bench agent: $NAGENT rebinds of $EDU_B"
-mkdir -p /etc/hostprep
-cat > /etc/hostprep/config.yaml <<EOF
+# The agent's benchmark: `BIN agent` on the config below; N external rebinds of B timed by
+# benchtool: "BENCH KEY.latency" and "BENCH KEY.rebind_writes" per rebind, and
+# "BENCH KEY.minflt_per_rebind", the agent's minor page faults over the rebinds per rebind.
+# WARM rebinds first, untimed: an agent's first events run code it has not run before, which
+# TCG translates then (a few in a hundred rebinds, but one in ten of an A/B round's).
+agent_config() {
+    mkdir -p /etc/hostprep
+    cat > /etc/hostprep/config.yaml <<EOF
 mode: container
 selection:
   gpu-ids: ["1234:11e8"]
@@ -235,18 +240,66 @@ status:
   path: /run/hostprep/status.json
 reconcile: false
 EOF
-chmod 0644 /etc/hostprep/config.yaml
-hostprep agent > $T/agent.log 2>&1 &
-AGENT=$!
-i=0
-while [ ! -s /run/hostprep/status.json ] && [ $i -lt 100 ]; do usleep 100000; i=$((i + 1)); done
-if [ ! -s /run/hostprep/status.json ]; then
-    bad "agent: no status after 10 s: $(tail -n 5 $T/agent.log | tr '\n' ' ')"
-else
-    $BT agent /run/hostprep/status.json $EDU_B standin $NAGENT > $T/lat 2> $T/lat.err \
+    chmod 0644 /etc/hostprep/config.yaml
+}
+agent_start() { # BIN: the agent runs as $AGENT once it has published its first status
+    local i=0
+    rm -f /run/hostprep/status.json
+    $1 agent > $T/agent.log 2>&1 &
+    AGENT=$!
+    while [ ! -s /run/hostprep/status.json ] && [ $i -lt 100 ]; do usleep 100000; i=$((i + 1)); done
+    [ -s /run/hostprep/status.json ] && return 0
+    bad "agent ($1): no status after 10 s: $(tail -n 5 $T/agent.log | tr '\n' ' ')"
+    return 1
+}
+minflt() { awk '{ print $10 }' /proc/$1/stat; }  # proc(5): field 10, minflt
+agent_latency() { # KEY N [WARM]
+    local f0 f1
+    if [ "${3:-0}" -gt 0 ]; then
+        $BT agent /run/hostprep/status.json $EDU_B standin $3 > /dev/null 2> $T/lat.err \
+            || bad "agent: warm-up: $(cat $T/lat.err)"
+    fi
+    f0=$(minflt $AGENT)
+    $BT agent /run/hostprep/status.json $EDU_B standin $2 > $T/lat 2> $T/lat.err \
         && ok || bad "agent: $(cat $T/lat.err)"
+    f1=$(minflt $AGENT)
     cat $T/lat.err
-    awk '{ print "BENCH agent.latency", $1; print "BENCH agent.rebind_writes", $2 }' $T/lat
+    awk -v k="$1" '{ print "BENCH " k ".latency", $1; print "BENCH " k ".rebind_writes", $2 }' $T/lat
+    echo "BENCH $1.minflt_per_rebind $(awk -v a="$f0" -v b="$f1" -v n="$2" 'BEGIN { printf "%.1f", (b - a) / n }')"
+}
+agent_stop() { kill $AGENT 2>/dev/null; wait $AGENT 2>/dev/null; }
+
+# A/B of the agent (tests/bench/run --ab OLD --agent): this build's agent and the other build's
+# in alternation, N rounds of NAGENT / N rebinds each after 3 untimed ones (which goes first
+# alternates too).
+if [ "$ONLY" = abagent ]; then
+OLD=/usr/local/bin/hostprep-old
+if ! $OLD --version > $T/old.version 2>&1; then
+    bad "ab: $OLD does not run in this guest: $(head -n 2 $T/old.version | tr '\n' ' ')"
+else
+    per=$(( (NAGENT + N - 1) / N ))
+    echo "HPVM: bench ab agent: $N rounds of $per rebinds each, $(hostprep --version | head -n 1) against $(head -n 1 $T/old.version)"
+    agent_config
+    i=0
+    while [ $i -lt $N ]; do
+        order="new old"
+        [ $((i % 2)) = 1 ] && order="old new"
+        for which in $order; do
+            bin=hostprep
+            [ $which = old ] && bin=$OLD
+            agent_start $bin && agent_latency ab.$which.agent $per 3
+            agent_stop
+        done
+        i=$((i + 1))
+    done
+fi
+fi # hp.only
+
+if [ "$ONLY" != switch ] && [ "$ONLY" != ab ] && [ "$ONLY" != abagent ]; then
+echo "HPVM: bench agent: $NAGENT rebinds of $EDU_B"
+agent_config
+if agent_start hostprep; then
+    agent_latency agent $NAGENT
     echo "BENCH agent.rss_kib $(awk '/^VmRSS:/ { print $2 }' /proc/$AGENT/status)"
     echo "BENCH agent.hwm_kib $(awk '/^VmHWM:/ { print $2 }' /proc/$AGENT/status)"
     # What the resident memory is made of: the totals, then the resident KiB of each mapped
@@ -264,7 +317,7 @@ else
     echo "BENCH agent.idle_wakeups_10s $((c1 - c0))"
     echo "BENCH agent.threads $(ls /proc/$AGENT/task | wc -l)"
 fi
-kill $AGENT 2>/dev/null; wait $AGENT 2>/dev/null
+agent_stop
 tail -n 3 $T/agent.log | sed 's/^/  agent: /'
 fi # hp.only
 
