@@ -218,7 +218,12 @@ void Agent::observeAndPublish(const std::optional<ChangedFunctions>& changed) {
   }
   last_ = std::move(*o);
   notify_("STATUS=" + summary(last_->doc));
-  releaseFreeMemory();
+  // A whole read of the host (at start, after a convergence or a reload, or after events it could
+  // not scope to a few functions) leaves much more free than it keeps: give that back. A re-read
+  // after events frees the same few dozen KiB each time, which stay in malloc's free lists for the
+  // next one instead of going back to the kernel and being faulted in again (ten page faults a
+  // rebind in the bench's guest).
+  if (!req.previous) releaseFreeMemory();
 }
 
 Status Agent::resolveJournal() {
