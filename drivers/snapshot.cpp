@@ -564,8 +564,6 @@ Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
     if (!f) return readSnapshot(host);  // gone: its remove event is on its way
     *known = std::move(*f);
   }
-  readModulesAndDrivers(host, s);
-  s.iommufd = host.exists("dev/iommu");  // iommufd may be a module that a bind loaded
   return s;
 }
 

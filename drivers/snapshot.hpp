@@ -59,10 +59,11 @@ using WholeFunction = std::function<bool(const PciFunction& light)>;
 Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole);
 
 // The snapshot after a burst of bind/unbind/change events on `changed`: `before` with those
-// functions read again, and the loaded modules and PCI drivers (a bind may load a module) read
-// again. What only add/remove events can change (the set of functions, IOMMU groups) and what
-// no device event changes (kernel release, command line, root disk) is kept. Equal to
-// readSnapshot() of the same host when `changed` names every function whose attributes moved;
+// functions read again. What only add/remove events can change (the set of functions, IOMMU
+// groups), what changes with a module's own events (loaded modules, PCI drivers, /dev/iommu: the
+// agent reads all after those) and what no device event changes (kernel release, command line,
+// root disk) is kept. Equal to readSnapshot() of the same host when `changed` names every function
+// whose attributes moved and no module came or went;
 // a function in `changed` that `before` lacks (or that is gone) makes it a full readSnapshot().
 // Of a function also in `rebound` (its events were binds and unbinds only) just the binding state
 // is read again (readBindingOf): a bind or unbind does not change its identity, group or BARs.

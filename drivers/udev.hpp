@@ -14,8 +14,8 @@ namespace hostprep {
 
 struct DeviceEvent {
   std::string action;     // add, remove, bind, unbind, change, move
-  std::string subsystem;  // pci, vfio, mdev
-  std::string sysname;    // "0000:3b:00.0", a UUID, "vfio0"
+  std::string subsystem;  // pci, vfio, mdev, module
+  std::string sysname;    // "0000:3b:00.0", a UUID, "vfio0", "vfio_pci"
   std::string driver;     // for bind: the driver; may be empty
 };
 
@@ -23,8 +23,11 @@ struct DeviceEvent {
 // overflowed): whoever hears it must read everything again.
 inline constexpr std::string_view kEventsLost = "events-lost";
 
-// The subsystems whose events can change the status document.
-inline constexpr std::string_view kWatchedSubsystems[] = {"pci", "vfio", "mdev"};
+// The subsystems whose events can change the status document. A module's "add" event comes once
+// its init has run (kernel/module/main.c do_init_module, since Linux 5.11): after the drivers it
+// registers, the devices they bound and the files they made (/dev/iommu, mdev types); "remove"
+// once it is gone. Either is read as "anything may have moved".
+inline constexpr std::string_view kWatchedSubsystems[] = {"pci", "vfio", "mdev", "module"};
 bool isWatchedEvent(const DeviceEvent& e);
 
 class EventSource {

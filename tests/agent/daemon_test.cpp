@@ -424,6 +424,10 @@ TEST_CASE("a burst of binds and unbinds names the functions to read again, anyth
   CHECK_FALSE(changedFunctions({{"add", "mdev", "5f2a9a5e-1c39-4b8f-9a53-7d0f2c8c1a11", ""}}));
   CHECK_FALSE(changedFunctions({{"bind", "pci", "not-a-bdf", ""}}));
   CHECK_FALSE(changedFunctions({{std::string(kEventsLost), "", "", ""}}));
+  // A module that came or went (loaded modules, drivers, /dev/iommu): everything is read again.
+  CHECK_FALSE(changedFunctions(
+      {{"bind", "pci", "0000:3b:00.1", "vfio-pci"}, {"add", "module", "vfio_pci", ""}}));
+  CHECK_FALSE(changedFunctions({{"remove", "module", "nvidia_vgpu_vfio", ""}}));
 }
 
 TEST_CASE("a burst settles when its last event is a bind and every function it unbound is bound",
@@ -481,10 +485,11 @@ TEST_CASE("the agent reads again only what the events name, and everything after
   CHECK(drift() == std::set<std::string>{"0000:3b:00.1", "0000:86:00.1"});
 }
 
-TEST_CASE("only pci, vfio and mdev events are watched", "[agent][udev]") {
+TEST_CASE("only pci, vfio, mdev and module events are watched", "[agent][udev]") {
   CHECK(isWatchedEvent({"bind", "pci", "0000:3b:00.0", "vfio-pci"}));
   CHECK(isWatchedEvent({"add", "mdev", "5f2a9a5e-1c39-4b8f-9a53-7d0f2c8c1a11", ""}));
   CHECK(isWatchedEvent({"add", "vfio", "30", ""}));
+  CHECK(isWatchedEvent({"add", "module", "vfio_pci", ""}));
   CHECK_FALSE(isWatchedEvent({"add", "block", "sda", ""}));
 }
 

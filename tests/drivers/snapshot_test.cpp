@@ -88,9 +88,16 @@ TEST_CASE("refreshing the functions a rebind named gives the snapshot a full rea
     INFO(path);
     if (value.empty()) {
       REQUIRE(k.loadModule("vfio_pci"));
-    } else {
-      REQUIRE(k.writeAttr(path, value));
+      // The module's own event makes the agent read all; a refresh keeps the modules it knew.
+      auto refreshed = refreshSnapshot(k, *before, {audio});
+      REQUIRE(refreshed);
+      CHECK_FALSE(refreshed->moduleLoaded("vfio_pci"));
+      CHECK_FALSE(refreshed->pciDrivers.count("vfio-pci"));
+      before = readSnapshot(k);
+      REQUIRE(before);
+      continue;
     }
+    REQUIRE(k.writeAttr(path, value));
     auto full = readSnapshot(k);
     auto refreshed = refreshSnapshot(k, *before, {audio});
     auto rebound = refreshSnapshot(k, *before, {audio}, {audio});  // its binding read again
