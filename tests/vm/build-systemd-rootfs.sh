@@ -9,8 +9,9 @@
 #                                              is neither changed nor evicted
 #
 # debootstrap --variant=minbase bookworm with systemd, udev, kmod and the runtime libraries the
-# hostprep binary links or opens (libkmod, libudev, boost program_options, spdlog, fmt, yaml-cpp,
-# libsystemd). The result is a tarball under $CACHE/systemd-rootfs/<key>.tar, keyed by the suite,
+# hostprep binaries link or open (libudev; libkmod and libsystemd with dlopen; libsimdjson and the
+# C++ runtime it loads for hostprep-check-node). Boost.Program_options, spdlog, fmt, yaml-cpp, zlib
+# and the C++ runtime are linked into hostprep itself. The result is a tarball under $CACHE/systemd-rootfs/<key>.tar, keyed by the suite,
 # the mirror and the package list: a second run only prints the path. Needs root (debootstrap).
 # Exit 77 when debootstrap cannot reach the mirror (CTest skips the test); other failures exit 1.
 set -euo pipefail
@@ -23,8 +24,7 @@ MIRROR=${HOSTPREP_VM_MIRROR:-http://deb.debian.org/debian}
 # procps for /bin/kill (hostprep.service's ExecReload), as on any real node; crun, the OCI
 # runtime that runs the DaemonSets' pods from the image (tests/vm/systemd/hostprep-pod).
 PKGS=(systemd udev kmod dbus procps crun
-      libkmod2 libudev1 libsystemd0 libboost-program-options1.74.0 libspdlog1.10 libfmt9
-      libyaml-cpp0.7 libsimdjson14 zlib1g)
+      libkmod2 libudev1 libsystemd0 libsimdjson14)
 # Extra packages (space-separated), for the benchmark only; part of the key and of the name.
 read -r -a EXTRA <<< "${HOSTPREP_VM_EXTRA_PKGS:-}"
 PKGS+=("${EXTRA[@]}")
