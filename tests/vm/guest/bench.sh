@@ -12,8 +12,8 @@
 # teardown runs once more under "benchtool time --fixed-addresses" (no address-space
 # randomization: TCG finds its translation of the run before), reported apart, without a verdict.
 # hp.only=ab (tests/bench/run --ab OLD) runs only the A/B rounds: this hostprep and
-# /usr/local/bin/hostprep-old in alternation, hp.n rounds; hp.only=abagent (--ab OLD --agent) the
-# agent's benchmark the same way, hp.n rounds of hp.nagent / hp.n rebinds per binary.
+# /usr/local/bin/hostprep-old in alternation, hp.n rounds; hp.only=abagent (--ab OLD
+# --agent-only) the agent's benchmark the same way, hp.n rounds of hp.nagent / hp.n rebinds each.
 . /tests/lib.sh
 N=11; NSLOW=5; NAGENT=100; ONLY=
 for arg in $(cat /proc/cmdline); do
@@ -108,46 +108,53 @@ for m in vm-passthrough container; do
     grep 'time:' $T/bd.out | sed 's/^debug: time: /HPVM:   /'
 done
 
-# A/B: this build's hostprep and another (/usr/local/bin/hostprep-old, tests/bench/run --ab OLD)
+# A/B (tests/bench/run --ab OLD): this build's hostprep and another, /usr/local/bin/hostprep-old,
 # in alternation, N rounds, so that both meet the same guest and the same moment of this noisy
-# machine (the first of each round alternates). Each round runs each binary to vm-passthrough
-# and back, with address-space randomization and without, under --log-level debug:
-# "BENCH ab.<new|old>[_fixed].run <ms>" for the whole process (timed) and one
-# "BENCH ab.<...>.<phase> <ms>" per "time:" phase (steps left out).
-if [ "$ONLY" = ab ]; then
+# machine. ab_rounds FUNC calls "FUNC new|old BINARY" for each build in each round; which goes
+# first alternates too, so neither always runs right after the other.
 OLD=/usr/local/bin/hostprep-old
-if ! $OLD --version > $T/old.version 2>&1; then
+ab_old_runs() {
+    $OLD --version > $T/old.version 2>&1 && return 0
     bad "ab: $OLD does not run in this guest: $(head -n 2 $T/old.version | tr '\n' ' ')"
-else
-    echo "HPVM: bench ab: $N rounds, $(hostprep --version | head -n 1) against $(head -n 1 $T/old.version)"
-    i=0
+    return 1
+}
+ab_rounds() { # FUNC
+    local i=0 order which
     while [ $i -lt $N ]; do
-        # Which binary goes first alternates too: neither always runs right after the other.
         order="new old"
         [ $((i % 2)) = 1 ] && order="old new"
         for which in $order; do
-            bin=hostprep
-            [ $which = old ] && bin=$OLD
-            for fx in "" --fixed-addresses; do
-                key=$which${fx:+_fixed}
-                for m in vm-passthrough container; do
-                    timed $fx ab.$key.run $bin --log-level debug prepare --mode $m $HPIDS
-                    awk -v k="ab.$key" '/^debug: time: / && !/^debug: time: step / {
-                        ms = $(NF - 1); sub(/^debug: time: /, ""); sub(/ [0-9.]+ ms$/, "")
-                        gsub(/[^a-z0-9]+/, "_"); sub(/_$/, ""); print "BENCH " k "." $0, ms }' $T/timed.out
-                    if [ $m = vm-passthrough ]; then
-                        on_vfio || bad "ab: $key left a function off vfio-pci"
-                    else
-                        state_diff $T/state.boot > $T/sd || bad "ab: $key back: $(tr '\n' ';' < $T/sd)"
-                    fi
-                done
-            done
+            if [ $which = old ]; then "$1" old $OLD; else "$1" new hostprep; fi
         done
         i=$((i + 1))
     done
+}
+
+# hp.only=ab: each build to vm-passthrough and back, with address-space randomization and
+# without, under --log-level debug: "BENCH ab.<new|old>[_fixed].run <ms>" for the whole process
+# (timed) and one "BENCH ab.<...>.<phase> <ms>" per "time:" phase (steps left out).
+ab_prepare() { # new|old BINARY
+    local fx key m
+    for fx in "" --fixed-addresses; do
+        key=$1${fx:+_fixed}
+        for m in vm-passthrough container; do
+            timed $fx ab.$key.run $2 --log-level debug prepare --mode $m $HPIDS
+            awk -v k="ab.$key" '/^debug: time: / && !/^debug: time: step / {
+                ms = $(NF - 1); sub(/^debug: time: /, ""); sub(/ [0-9.]+ ms$/, "")
+                gsub(/[^a-z0-9]+/, "_"); sub(/_$/, ""); print "BENCH " k "." $0, ms }' $T/timed.out
+            if [ $m = vm-passthrough ]; then
+                on_vfio || bad "ab: $key left a function off vfio-pci"
+            else
+                state_diff $T/state.boot > $T/sd || bad "ab: $key back: $(tr '\n' ';' < $T/sd)"
+            fi
+        done
+    done
+}
+if [ "$ONLY" = ab ] && ab_old_runs; then
+    echo "HPVM: bench ab: $N rounds, $(hostprep --version | head -n 1) against $(head -n 1 $T/old.version)"
+    ab_rounds ab_prepare
     ok
 fi
-fi # hp.only
 
 if [ "$ONLY" != agent ] && [ "$ONLY" != ab ] && [ "$ONLY" != abagent ]; then
 echo "HPVM: bench switch: $N repetitions, functions $FUNCS"
@@ -269,31 +276,17 @@ agent_latency() { # KEY N [WARM]
 }
 agent_stop() { kill $AGENT 2>/dev/null; wait $AGENT 2>/dev/null; }
 
-# A/B of the agent (tests/bench/run --ab OLD --agent): this build's agent and the other build's
-# in alternation, N rounds of NAGENT / N rebinds each after 3 untimed ones (which goes first
-# alternates too).
-if [ "$ONLY" = abagent ]; then
-OLD=/usr/local/bin/hostprep-old
-if ! $OLD --version > $T/old.version 2>&1; then
-    bad "ab: $OLD does not run in this guest: $(head -n 2 $T/old.version | tr '\n' ' ')"
-else
-    per=$(( (NAGENT + N - 1) / N ))
-    echo "HPVM: bench ab agent: $N rounds of $per rebinds each, $(hostprep --version | head -n 1) against $(head -n 1 $T/old.version)"
+# hp.only=abagent (tests/bench/run --ab OLD --agent-only): each build's agent started in turn,
+# NAGENT / N rebinds each after 3 untimed ones.
+ab_agent() { # new|old BINARY
+    agent_start $2 && agent_latency ab.$1.agent $(( (NAGENT + N - 1) / N )) 3
+    agent_stop
+}
+if [ "$ONLY" = abagent ] && ab_old_runs; then
+    echo "HPVM: bench ab agent: $N rounds of $(( (NAGENT + N - 1) / N )) rebinds each, $(hostprep --version | head -n 1) against $(head -n 1 $T/old.version)"
     agent_config
-    i=0
-    while [ $i -lt $N ]; do
-        order="new old"
-        [ $((i % 2)) = 1 ] && order="old new"
-        for which in $order; do
-            bin=hostprep
-            [ $which = old ] && bin=$OLD
-            agent_start $bin && agent_latency ab.$which.agent $per 3
-            agent_stop
-        done
-        i=$((i + 1))
-    done
+    ab_rounds ab_agent
 fi
-fi # hp.only
 
 if [ "$ONLY" != switch ] && [ "$ONLY" != ab ] && [ "$ONLY" != abagent ]; then
 echo "HPVM: bench agent: $NAGENT rebinds of $EDU_B"
