@@ -202,7 +202,11 @@ Result<Journal> parseJournalJson(const json& j) {
       return bad(where + ": not an object with \"parent\" and \"type\"");
     }
     VgpuDevice d;
-    d.iface = v.value("interface", "") == "per-vf" ? VgpuInterface::kPerVf : VgpuInterface::kMdev;
+    if (auto it = v.find("interface"); it != v.end()) {  // absent: mdev, as version 1 wrote
+      if (!it->is_string() || (*it != "mdev" && *it != "per-vf"))
+        return bad(where + ": \"interface\" is not \"mdev\" or \"per-vf\"");
+      if (*it == "per-vf") d.iface = VgpuInterface::kPerVf;
+    }
     auto parent = bdfString(v.at("parent"), where);
     if (!parent) return parent.error();
     d.parent = *parent;

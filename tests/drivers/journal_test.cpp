@@ -42,4 +42,13 @@ TEST_CASE("the journal keeps the vGPU state and reads version 1 journals", "[vgp
       "parent": "0000:3b:00.4", "uuid": "../../x", "type": "nvidia-1", "group": null}]})");
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message == "journal: vgpus[0]: \"uuid\" is not a UUID");
+  // An interface that is no string is an error like any other, not a JSON exception.
+  for (const char* iface : {"5", "null", "\"vfio\""}) {
+    auto odd = parseJournal(std::string(R"({"version": 2, "mode": "vm-vgpu", "next": 0, "vgpus": [{
+      "interface": )") + iface +
+                            R"(, "parent": "0000:3b:00.4", "uuid":
+      "6f1a2c3e-0b4d-4e5f-8a9b-0c1d2e3f4a5b", "type": "nvidia-1"}]})");
+    REQUIRE_FALSE(odd);
+    CHECK(odd.error().message == "journal: vgpus[0]: \"interface\" is not \"mdev\" or \"per-vf\"");
+  }
 }
