@@ -122,7 +122,11 @@ Status Agent::convergeNow() {
   preflightCache_.reset();
   statics_ = {};
   auto m = mode();
-  if (!m) return {};
+  if (!m) {  // nothing to converge to (a reload dropped the mode): no failure left to retry
+    convergeError_.reset();
+    retryDelay_.reset();
+    return {};
+  }
   ConvergeOptions co;
   co.mode = *m;
   if (!opt_.mode) co.rules = config_.rules;  // --mode M: every GPU to M
@@ -312,7 +316,10 @@ void Agent::reload() {
 }
 
 void Agent::retry() {
-  if (!mode()) return;
+  if (!mode()) {
+    retryDelay_.reset();
+    return;
+  }
   spdlog::info("retrying the convergence to {}",
                targetText(*mode(), opt_.mode ? std::vector<DeviceRule>{} : config_.rules));
   failedDrift_.clear();
@@ -335,9 +342,11 @@ int Agent::run(EventSource& events, SignalSource& signals) {
       spdlog::error("poll: {}", std::strerror(errno));
       return static_cast<int>(Exit::kFailed);
     }
-    if (n == 0) {  // the retry's time
+    // The retry's time: on a timeout, or when events or signals kept poll from timing out (a
+    // device that sends events without pause must not put the retry off for ever).
+    if (n == 0 || (retryDelay_ && Clock::now() >= retryAt_)) {
       retry();
-      continue;
+      if (n == 0) continue;
     }
     // Signals first: SIGTERM leaves every device where it is (a VM may be using it).
     if (fds[1].revents & POLLIN) {

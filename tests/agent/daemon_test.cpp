@@ -68,6 +68,18 @@ class FakeEvents final : public EventSource {
   std::vector<DeviceEvent> queue_;
 };
 
+// A device that never falls quiet: the descriptor is always readable and every drain returns one
+// more change event, so the loop's poll never times out.
+class EndlessEvents final : public EventSource {
+ public:
+  EndlessEvents() { pipe_.poke(); }  // never swallowed
+  int fd() const override { return pipe_.readFd(); }
+  std::vector<DeviceEvent> drain() override { return {{"change", "pci", "0000:3b:00.0", ""}}; }
+
+ private:
+  PipeSource pipe_;
+};
+
 class FakeSignals final : public SignalSource {
  public:
   int fd() const override { return pipe_.readFd(); }
@@ -307,6 +319,44 @@ TEST_CASE("the loop retries a refused convergence on its own, with no event", "[
   CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("vfio-pci"));
   CHECK(r.agent.convergences() == 2);
   CHECK(waited >= kRetryFirst - std::chrono::milliseconds(100));
+}
+
+TEST_CASE("the loop retries a refused convergence on time while events keep coming",
+          "[agent][loop]") {
+  Rig r("held-device", "mode: vm-passthrough\n");
+  REQUIRE(r.agent.start() == 3);
+  std::filesystem::remove(r.fx.path("proc/4242/fd/5"));
+  EndlessEvents events;
+  FakeSignals signals;
+  int rc = -1;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread loop([&] { rc = r.agent.run(events, signals); });
+  const auto until = t0 + kRetryFirst + std::chrono::seconds(5);
+  while (r.statusFile()["converged"] != true && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  signals.send(SIGTERM);
+  loop.join();
+  CHECK(rc == 0);
+  CHECK(r.statusFile()["converged"] == true);
+  CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("vfio-pci"));
+  CHECK(r.agent.convergences() == 2);
+}
+
+TEST_CASE("a reload that drops the mode ends the retries of a refused convergence and its error",
+          "[agent]") {
+  Rig r("held-device", "mode: vm-passthrough\n");
+  REQUIRE(r.agent.start() == 3);
+  REQUIRE(r.agent.retryDelay());
+  r.fx.write("etc/hostprep/config.yaml", "# no mode: the agent only reports\n");
+  r.agent.reload();
+  // No retry armed (the loop would otherwise wake at once, find no mode and spin), and the
+  // status no longer reports the old failure.
+  CHECK_FALSE(r.agent.retryDelay());
+  CHECK(r.agent.convergences() == 1);
+  CHECK_THAT(r.statusFile().dump(), !Catch::Contains("last convergence failed"));
+  r.agent.retry();
+  CHECK(r.agent.convergences() == 1);
+  CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("nvidia"));
 }
 
 TEST_CASE("drift is recorded and logged, --reconcile moves the device back", "[agent]") {
