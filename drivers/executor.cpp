@@ -304,11 +304,20 @@ Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const A
   const DeviceState cur = *read;
   if (cur == want) return {};
   if (auto v = checkDeviceState(bdf.str() + ": current state", cur); !v) return v;
-  if (cur.driverOverride != want.driverOverride) {
-    if (auto s = h.writeAttr(hostPath(dev, "driver_override"), want.driverOverride.value_or("\n"));
-        !s) {
+  // The kernel binds a device whose driver_override names a driver to that driver only
+  // (pci_match_device() in drivers/pci/pci-driver.c; a bind to another fails with ENODEV). An
+  // original override that names another driver than the original one (set once, never acted
+  // on) is therefore written after the bind; until then the override names the wanted driver.
+  const bool rebind = want.driver && cur.driver != want.driver;
+  const bool overrideLast = rebind && want.driverOverride && *want.driverOverride != *want.driver;
+  const std::optional<std::string> bindOverride = overrideLast ? want.driver : want.driverOverride;
+  auto writeOverride = [&](const std::optional<std::string>& o) -> Status {
+    if (auto s = h.writeAttr(hostPath(dev, "driver_override"), o.value_or("\n")); !s)
       return fail("driver_override", s.error());
-    }
+    return {};
+  };
+  if (cur.driverOverride != bindOverride) {
+    if (auto s = writeOverride(bindOverride); !s) return s;
   }
   if (cur.driver && cur.driver != want.driver) {
     auto s =
@@ -327,6 +336,9 @@ Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const A
     auto s =
         h.writeAttr(hostPath(pciDriverPath(*want.driver), "bind"), bdf.str(), opt.unbindTimeout);
     if (!s && !onWanted()) return fail("bind", s.error());
+  }
+  if (overrideLast) {
+    if (auto s = writeOverride(want.driverOverride); !s) return s;
   }
   auto after = readState(h, bdf);
   if (!after) return fail("read", after.error());
