@@ -137,7 +137,15 @@ Result<Selection> selectDevices(const Snapshot& s, const SelectionOptions& opt) 
     for (const auto* m : members) {
       if (s.rootDiskPci && m->bdf == *s.rootDiskPci) problem.holdsRootDisk = true;
       if (m->bdf == g->bdf || isBridge(m->classCode)) continue;
-      if (m->id.vendor == g->id.vendor || isCompanionClass(m->classCode)) {
+      // A companion is the GPU's own: its vendor's, a consumer the kernel linked to it, or an
+      // audio / USB / serial-bus function in its slot. Another vendor's controller elsewhere in
+      // the group (a chipset's xHCI or HD audio behind the same root port) is foreign: moving it
+      // to vfio-pci would take it from the host, and an ids= list would take every one like it.
+      const bool sameSlot = m->bdf.domain == g->bdf.domain && m->bdf.bus == g->bdf.bus &&
+                            m->bdf.device == g->bdf.device;
+      const bool linked =
+          std::find(g->consumers.begin(), g->consumers.end(), m->bdf) != g->consumers.end();
+      if (m->id.vendor == g->id.vendor || linked || (sameSlot && isCompanionClass(m->classCode))) {
         if (isSelectedGpu(*m, opt) && std::find(gpus.begin(), gpus.end(), m) == gpus.end() &&
             !sel.find(m->bdf)) {
           sel.unselectedGpus.push_back({m->bdf, g->bdf, g->iommuGroup});

@@ -80,6 +80,32 @@ TEST_CASE("selection takes every companion in the group and refuses foreign devi
     for (size_t i = 1; i < 4; ++i) CHECK(sel->targets[i].role == Role::kCompanion);
     CHECK(sel->problems.empty());
   }
+  SECTION("another vendor's USB or audio controller in the group is foreign, not a companion") {
+    // An A10 behind a root port whose group also holds the chipset's xHCI and HD audio (other
+    // slots, vendor 8086), and a function of another vendor in the GPU's slot that the kernel
+    // linked to it as a consumer (rides along), or that is audio in its slot (rides along).
+    Fixture fx(Fixture::HostYaml{R"(kernel: 6.1.0-test-amd64
+cmdline: intel_iommu=on
+modules: [nvidia, snd_hda_intel, xhci_hcd]
+devices:
+  - {bdf: "0000:00:1c.0", id: "8086:a338", class: "060400", group: 30, driver: pcieport}
+  - {bdf: "0000:00:14.0", id: "8086:a36d", class: "0c0330", group: 30, driver: xhci_hcd}
+  - {bdf: "0000:00:1f.3", id: "8086:a348", class: "040300", group: 30, driver: snd_hda_intel}
+  - {bdf: "0000:3b:00.0", id: "10de:2236", class: "030200", group: 30, driver: nvidia, consumers: ["0000:3b:00.2"]}
+  - {bdf: "0000:3b:00.1", id: "1af4:1003", class: "040300", group: 30}
+  - {bdf: "0000:3b:00.2", id: "1af4:1044", class: "0c0330", group: 30}
+)"});
+    RootHost host(fx.root());
+    auto s = readSnapshot(host);
+    REQUIRE(s);
+    auto sel = selectDevices(*s, {});
+    REQUIRE(sel);
+    INFO(roles(*sel));
+    CHECK(roles(*sel) == "0000:3b:00.0=gpu 0000:3b:00.1=companion 0000:3b:00.2=companion ");
+    REQUIRE(sel->problems.size() == 1);
+    CHECK(sel->problems[0].foreign ==
+          std::vector<Bdf>{*parseBdf("0000:00:14.0"), *parseBdf("0000:00:1f.3")});
+  }
   SECTION("a group shared with the root NVMe is a problem naming it") {
     Fixture fx("nvme-shared-group");
     RootHost host(fx.root());
