@@ -71,33 +71,56 @@ std::string removeKernelArgRemedy(std::string_view arg, const BootConfig& boot) 
          a + "\") and reboot";
 }
 
-std::optional<std::string> iommuOffArg(const Cmdline& c) {
-  if (auto v = cmdlineValue(c, "intel_iommu")) {
-    for (auto part : split(*v, ',')) {
-      if (trim(part) == "off") return "intel_iommu=" + *v;
+namespace {
+
+// Whether intel_iommu= leaves the Intel IOMMU on (true), off (false) or unsaid, and the value
+// that said it last.
+std::pair<std::optional<bool>, std::string> intelIommuSetting(const Cmdline& c) {
+  std::pair<std::optional<bool>, std::string> out;
+  for (const auto& v : cmdlineValues(c, "intel_iommu")) {
+    for (auto part : split(v, ',')) {
+      const auto opt = trim(part);
+      if (opt == "on" || opt == "off") out = {opt == "on", v};
     }
   }
-  if (auto v = cmdlineValue(c, "amd_iommu"); v && *v == "off") return "amd_iommu=off";
-  if (auto v = cmdlineValue(c, "iommu"); v && *v == "off") return "iommu=off";
+  return out;
+}
+
+// The first value of `key` with an "off" option, as "key=value".
+std::optional<std::string> offOption(const Cmdline& c, const char* key) {
+  for (const auto& v : cmdlineValues(c, key)) {
+    for (auto part : split(v, ',')) {
+      if (trim(part) == "off") return std::string(key) + "=" + v;
+    }
+  }
   return std::nullopt;
 }
 
-bool intelIommuOn(const Cmdline& c) {
-  auto v = cmdlineValue(c, "intel_iommu");
-  if (!v) return false;
-  bool on = false;
-  for (auto part : split(*v, ',')) {
-    auto p = trim(part);
-    if (p == "on") on = true;
-    if (p == "off") return false;
+}  // namespace
+
+std::optional<std::string> iommuOffArg(const Cmdline& c, IommuVendor vendor) {
+  if (vendor != IommuVendor::kAmd) {
+    if (auto [on, value] = intelIommuSetting(c); on == false) return "intel_iommu=" + value;
   }
-  return on;
+  if (vendor != IommuVendor::kIntel) {
+    if (auto off = offOption(c, "amd_iommu")) return off;
+  }
+  return offOption(c, "iommu");
 }
 
+bool intelIommuOn(const Cmdline& c) { return intelIommuSetting(c).first == true; }
+
 bool iommuPassthrough(const Cmdline& c) {
-  if (auto v = cmdlineValue(c, "iommu"); v && *v == "pt") return true;
-  if (auto v = cmdlineValue(c, "iommu.passthrough"); v && paramTruthy(*v)) return true;
-  return false;
+  bool pt = false;
+  for (const auto& v : cmdlineValues(c, "iommu")) {
+    for (auto part : split(v, ',')) {
+      const auto opt = trim(part);
+      if (opt == "pt" || opt == "nopt") pt = opt == "pt";
+    }
+  }
+  if (pt) return true;
+  auto v = cmdlineValue(c, "iommu.passthrough");
+  return v && paramTruthy(*v);
 }
 
 }  // namespace hostprep

@@ -25,10 +25,18 @@ std::vector<CmdlineView> configuredCmdlines(const BootConfig& boot);
 std::string addKernelArgsRemedy(std::string_view args, const BootConfig& boot);
 std::string removeKernelArgRemedy(std::string_view arg, const BootConfig& boot);
 
-// Does the argument turn the IOMMU off ("intel_iommu=off", "amd_iommu=off", "iommu=off")?
-std::optional<std::string> iommuOffArg(const Cmdline& c);
-bool intelIommuOn(const Cmdline& c);      // intel_iommu=on (also "on,sm_on" lists)
-bool iommuPassthrough(const Cmdline& c);  // iommu=pt or iommu.passthrough=1
+// The IOMMU driver a host's firmware table selects: DMAR (intel-iommu, intel_iommu=), IVRS
+// (amd-iommu, amd_iommu=), or unknown (an image, no tables): then both vendors' arguments count.
+enum class IommuVendor { kIntel, kAmd, kAny };
+
+// The argument that turns the IOMMU off for `vendor`, as written ("intel_iommu=off",
+// "amd_iommu=pgtbl_v2,off", "iommu=off"), or nullopt. Every occurrence counts, in order:
+// intel_iommu= takes the last of "on" and "off" (drivers/iommu/intel/iommu.c,
+// intel_iommu_setup()); amd_iommu= has no "on" to undo an "off" (drivers/iommu/amd/init.c,
+// parse_amd_iommu_options()); iommu=off (arch/x86/kernel/pci-dma.c, no_iommu) stops both.
+std::optional<std::string> iommuOffArg(const Cmdline& c, IommuVendor vendor = IommuVendor::kAny);
+bool intelIommuOn(const Cmdline& c);      // intel_iommu=on last (also "on,sm_on" lists)
+bool iommuPassthrough(const Cmdline& c);  // iommu=pt or iommu.passthrough=1, the last that says
 
 // A boolean kernel or module parameter that is set: "1", "Y", "y" or "on".
 bool paramTruthy(std::string_view v);

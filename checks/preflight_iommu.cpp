@@ -20,6 +20,14 @@ bool amdPlatform(const PlatformFacts& p) {
   return p.cpu.vendor == CpuVendor::kAmd;
 }
 
+// Whose off switch counts: intel_iommu=off does nothing on an AMD host, amd_iommu=off nothing on
+// an Intel one; iommu=off stops both.
+IommuVendor iommuVendor(const PlatformFacts& p) {
+  if (intelPlatform(p)) return IommuVendor::kIntel;
+  if (amdPlatform(p)) return IommuVendor::kAmd;
+  return IommuVendor::kAny;
+}
+
 }  // namespace
 
 CheckResult checkIommuFirmware(const PlatformFacts& p, const Snapshot* s, Mode mode) {
@@ -77,7 +85,7 @@ CheckResult checkIommuKernel(const PlatformFacts& p, const Snapshot* s, const Cm
   }
   std::string detail = "/sys/kernel/iommu_groups is empty";
   if (units.empty()) detail += " and /sys/class/iommu has no units";
-  if (auto off = iommuOffArg(running)) {
+  if (auto off = iommuOffArg(running, iommuVendor(p))) {
     return makeCheck(id, CheckStatus::kFail, detail + "; the kernel was booted with " + *off,
                      removeKernelArgRemedy(*off, boot));
   }
@@ -104,12 +112,12 @@ CheckResult checkCmdlineIommu(const PlatformFacts& p, const Snapshot* s, const C
                               const BootConfig& boot, Mode mode) {
   const char* id = "cmdline.iommu";
   if (!vmMode(mode)) return skipForMode(id, mode);
-  if (auto off = iommuOffArg(running)) {
+  if (auto off = iommuOffArg(running, iommuVendor(p))) {
     return makeCheck(id, CheckStatus::kFail, "the kernel command line has " + *off,
                      removeKernelArgRemedy(*off, boot));
   }
   for (const auto& v : configuredCmdlines(boot)) {
-    if (auto off = iommuOffArg(v.args)) {
+    if (auto off = iommuOffArg(v.args, iommuVendor(p))) {
       return makeCheck(id, CheckStatus::kFail,
                        v.origin + " has " + *off + ": the next boot disables the IOMMU",
                        removeKernelArgRemedy(*off, boot));

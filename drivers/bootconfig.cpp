@@ -183,6 +183,15 @@ std::optional<std::string> cmdlineValue(const Cmdline& c, std::string_view key) 
   return v;
 }
 
+std::vector<std::string> cmdlineValues(const Cmdline& c, std::string_view key) {
+  std::vector<std::string> out;
+  const std::string k = normKey(key);
+  for (const auto& p : c.params) {
+    if (normKey(p.first) == k) out.push_back(p.second.value_or(""));
+  }
+  return out;
+}
+
 bool cmdlineHas(const Cmdline& c, std::string_view key) {
   const std::string k = normKey(key);
   return std::any_of(c.params.begin(), c.params.end(),

@@ -76,6 +76,10 @@ std::string parseLoaderEntryOptions(std::string_view text);
 
 // Kernel parameter names treat '-' and '_' alike ("vfio-pci.ids" == "vfio_pci.ids").
 std::optional<std::string> cmdlineValue(const Cmdline& c, std::string_view key);
+// Every value of `key`, in command-line order ("" for a bare key): the kernel runs an argument's
+// handler once per occurrence (init/main.c, obsolete_checksetup()), so intel_iommu=, amd_iommu=
+// and iommu= apply every occurrence's options in turn, not only the last one's.
+std::vector<std::string> cmdlineValues(const Cmdline& c, std::string_view key);
 bool cmdlineHas(const Cmdline& c, std::string_view key);
 
 }  // namespace hostprep

@@ -40,6 +40,9 @@ Cmdline parseCmdline(std::string_view text) {
       ++i;
     }
     if (word.empty()) continue;
+    // The kernel's arguments end at "--": what follows goes to init (kernel/params.c,
+    // parse_args(): "Stop at --").
+    if (word == "--") break;
     auto eq = word.find('=');
     if (eq == std::string::npos) {
       out.params.emplace_back(word, std::nullopt);

@@ -15,7 +15,27 @@ TEST_CASE("kernel argument helpers", "[preflight]") {
   CHECK(iommuOffArg(c("intel_iommu=on,off")) == std::optional<std::string>("intel_iommu=on,off"));
   CHECK(iommuOffArg(c("amd_iommu=off")) == std::optional<std::string>("amd_iommu=off"));
   CHECK(iommuOffArg(c("iommu=off")) == std::optional<std::string>("iommu=off"));
+  // Every occurrence counts, in order, as the kernel applies them.
+  CHECK(intelIommuOn(c("intel_iommu=on intel_iommu=igfx_off")));
+  CHECK(intelIommuOn(c("intel_iommu=off,on")));
+  CHECK(iommuOffArg(c("intel_iommu=on intel_iommu=igfx_off")) == std::nullopt);
+  CHECK(iommuOffArg(c("intel_iommu=off intel_iommu=sm_on")) ==
+        std::optional<std::string>("intel_iommu=off"));
+  CHECK(iommuOffArg(c("amd_iommu=pgtbl_v2,off")) ==
+        std::optional<std::string>("amd_iommu=pgtbl_v2,off"));
+  CHECK(iommuOffArg(c("iommu=pt,off")) == std::optional<std::string>("iommu=pt,off"));
+  // Only the host's own IOMMU driver reads its argument; iommu=off stops both.
+  CHECK(iommuOffArg(c("intel_iommu=off"), IommuVendor::kAmd) == std::nullopt);
+  CHECK(iommuOffArg(c("amd_iommu=off"), IommuVendor::kIntel) == std::nullopt);
+  CHECK(iommuOffArg(c("amd_iommu=off"), IommuVendor::kAmd) ==
+        std::optional<std::string>("amd_iommu=off"));
+  CHECK(iommuOffArg(c("iommu=off"), IommuVendor::kAmd) == std::optional<std::string>("iommu=off"));
+  // What follows "--" is init's, not the kernel's.
+  CHECK(iommuOffArg(c("intel_iommu=on -- intel_iommu=off")) == std::nullopt);
+  CHECK(intelIommuOn(c("intel_iommu=on -- intel_iommu=off")));
   CHECK(iommuPassthrough(c("iommu=pt")));
+  CHECK(iommuPassthrough(c("iommu=nopt iommu=pt")));
+  CHECK_FALSE(iommuPassthrough(c("iommu=pt iommu=nopt")));
   CHECK(iommuPassthrough(c("iommu.passthrough=1")));
   CHECK_FALSE(iommuPassthrough(c("iommu=nopt")));
 

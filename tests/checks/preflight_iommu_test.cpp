@@ -117,6 +117,23 @@ TEST_CASE("the IOMMU kernel argument follows the firmware's table, not the CPU v
   CHECK_THAT(arg.remedy, Catch::Contains("intel_iommu=on"));
 }
 
+TEST_CASE("only the host's own IOMMU driver reads its off switch, iommu=off stops any",
+          "[preflight]") {
+  // An AMD host (IVRS) whose command line still carries intel_iommu=off from an Intel image:
+  // amd-iommu never reads it, the IOMMU is on, nothing to fix.
+  Fixture fx("preflight-amd");
+  fx.write("proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/nvme0n1p2 ro iommu=pt intel_iommu=off\n");
+  auto r = preflightOn(fx, Mode::kVmPassthrough);
+  CHECK(check(r, "cmdline.iommu").status == CheckStatus::kPass);
+  fx.write("proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/nvme0n1p2 ro amd_iommu=pgtbl_v2,off\n");
+  auto amdOff = preflightOn(fx, Mode::kVmPassthrough);
+  CHECK(check(amdOff, "cmdline.iommu").status == CheckStatus::kFail);
+  CHECK(check(amdOff, "cmdline.iommu").detail ==
+        "the kernel command line has amd_iommu=pgtbl_v2,off");
+  fx.write("proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/nvme0n1p2 ro iommu=off\n");
+  CHECK(check(preflightOn(fx, Mode::kVmPassthrough), "cmdline.iommu").status == CheckStatus::kFail);
+}
+
 TEST_CASE("no interrupt remapping fails for VM modes, warns with allow_unsafe_interrupts",
           "[preflight]") {
   Fixture fx("preflight-no-ir");
