@@ -173,7 +173,7 @@ void Agent::observeAndPublish(const std::optional<ChangedFunctions>& changed) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   StatusRequest req;
-  if (changed && last_) {
+  if (changed && last_ && !republishDelay_) {  // after a failure: whole
     req.previous = last_.get();
     req.changed = changed->functions;
     req.rebound = changed->rebound;
@@ -194,13 +194,17 @@ void Agent::observeAndPublish(const std::optional<ChangedFunctions>& changed) {
   auto o = observe(k_.host, req);
   if (!o) {
     spdlog::error("status: {}", o.error().describe());
+    republishLater();
     return;
   }
   const auto t1 = Clock::now();
   if (auto s = publish(k_.host, **o, config_, config_.statusPath); !s) {
     spdlog::error("status: {}", s.error().describe());
+    republishLater();
   } else {
     ++writes_;
+    if (republishDelay_) spdlog::info("status: written again");
+    republishDelay_.reset();
   }
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   spdlog::debug("status: read {} in {:.1f} ms, written in {:.1f} ms",
@@ -229,6 +233,14 @@ void Agent::observeAndPublish(const std::optional<ChangedFunctions>& changed) {
   // rebind in the bench's guest).
   if (!req.previous) releaseFreeMemory();
 }
+
+void Agent::republishLater() {
+  republishDelay_ = republishDelay_ ? std::min(*republishDelay_ * 2, kRetryMax) : kRepublishFirst;
+  republishAt_ = std::chrono::steady_clock::now() + *republishDelay_;
+  spdlog::warn("status: reading the host and writing it again in {} ms", republishDelay_->count());
+}
+
+void Agent::republish() { observeAndPublish(); }
 
 Status Agent::resolveJournal() {
   auto lock = RunLock::acquire(k_.host, opt_.lockTimeout);
@@ -331,9 +343,13 @@ int Agent::run(EventSource& events, SignalSource& signals) {
   using Clock = std::chrono::steady_clock;
   for (;;) {
     pollfd fds[2] = {{events.fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
+    // The next timer: a failed convergence's retry, a failed status's republish.
+    std::optional<Clock::time_point> due;
+    if (retryDelay_) due = retryAt_;
+    if (republishDelay_ && (!due || republishAt_ < *due)) due = republishAt_;
     int timeout = -1;
-    if (retryDelay_) {
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(retryAt_ - Clock::now());
+    if (due) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*due - Clock::now());
       timeout = static_cast<int>(std::max<int64_t>(left.count(), 0));
     }
     int n = ::poll(fds, 2, timeout);
@@ -342,12 +358,11 @@ int Agent::run(EventSource& events, SignalSource& signals) {
       spdlog::error("poll: {}", std::strerror(errno));
       return static_cast<int>(Exit::kFailed);
     }
-    // The retry's time: on a timeout, or when events or signals kept poll from timing out (a
-    // device that sends events without pause must not put the retry off for ever).
-    if (n == 0 || (retryDelay_ && Clock::now() >= retryAt_)) {
-      retry();
-      if (n == 0) continue;
-    }
+    // A timer's time: on a timeout, or when events or signals kept poll from timing out (a
+    // device that sends events without pause must not put a retry off for ever).
+    if (retryDelay_ && Clock::now() >= retryAt_) retry();
+    if (republishDelay_ && Clock::now() >= republishAt_) republish();
+    if (n == 0) continue;
     // Signals first: SIGTERM leaves every device where it is (a VM may be using it).
     if (fds[1].revents & POLLIN) {
       for (int sig : signals.drain()) {

@@ -35,6 +35,10 @@ inline constexpr std::chrono::milliseconds kDebounceMax{50};
 // would be a crash loop with the same back-off, and a restart each time).
 inline constexpr std::chrono::milliseconds kRetryFirst{5000};
 inline constexpr std::chrono::milliseconds kRetryMax{300000};
+// A status the agent could not read or write (EMFILE, ENOMEM, /run full): read whole and written
+// again after kRepublishFirst, doubling per failure up to kRetryMax. Without it the status stays
+// stale until the next event, and a scoped re-read would build on the read that failed.
+inline constexpr std::chrono::milliseconds kRepublishFirst{1000};
 
 // The PCI functions a burst of events names, when each event is a bind, unbind or change of a
 // PCI function or a vfio group node coming or going with a bind: then the status needs only
@@ -88,6 +92,11 @@ class Agent {
   std::optional<std::chrono::milliseconds> retryDelay() const { return retryDelay_; }
   // The retry: converge again and publish.
   void retry();
+  // The back-off before the status is read and written again; nullopt when the last read and
+  // write succeeded.
+  std::optional<std::chrono::milliseconds> republishDelay() const { return republishDelay_; }
+  // Reads the host whole and writes the status (the loop calls it when republishDelay is due).
+  void republish();
 
   const StatusDocument* status() const { return last_ ? &last_->doc : nullptr; }
   size_t statusWrites() const { return writes_; }
@@ -101,6 +110,7 @@ class Agent {
   // Reads the host (only `changed` functions when given and there is a previous observation)
   // and writes the status.
   void observeAndPublish(const std::optional<ChangedFunctions>& changed = std::nullopt);
+  void republishLater();  // after a failed read or write: arm the republish timer
 
   Kernel& k_;
   AgentOptions opt_;
@@ -120,6 +130,8 @@ class Agent {
   std::set<std::string> failedDrift_;                    // the drift a reconcile already failed on
   std::optional<std::chrono::milliseconds> retryDelay_;  // set while the last convergence failed
   std::chrono::steady_clock::time_point retryAt_{};
+  std::optional<std::chrono::milliseconds> republishDelay_;  // set while the status is stale
+  std::chrono::steady_clock::time_point republishAt_{};
   std::atomic<size_t> writes_{0};
   std::atomic<size_t> convergences_{0};
 };

@@ -342,6 +342,39 @@ TEST_CASE("the loop retries a refused convergence on time while events keep comi
   CHECK(r.agent.convergences() == 2);
 }
 
+TEST_CASE("a status that could not be written is read whole and written again on a timer",
+          "[agent][loop]") {
+  Rig r("two-a10", "mode: vm-passthrough\n");
+  REQUIRE(r.agent.start() == 0);
+  REQUIRE_FALSE(r.agent.republishDelay());
+  const size_t writes = r.agent.statusWrites();
+  // Someone moves a companion back, and /run is full when the agent writes the status.
+  r.kernel.failFileWrite(r.kernel.fileWriteCount(), ENOSPC);
+  r.rebindElsewhere("0000:3b:00.1", "vfio-pci");
+  r.agent.handleEvents(
+      {{"unbind", "pci", "0000:3b:00.1", ""}, {"bind", "pci", "0000:3b:00.1", "snd_hda_intel"}});
+  CHECK(r.agent.statusWrites() == writes);
+  CHECK(r.agent.republishDelay() == kRepublishFirst);
+  CHECK(r.statusFile()["drift"].empty());  // the file still says what it said before
+  // No further event: the loop's timer writes it.
+  FakeEvents events;
+  FakeSignals signals;
+  int rc = -1;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread loop([&] { rc = r.agent.run(events, signals); });
+  while (r.statusFile()["drift"].size() != 1 &&
+         std::chrono::steady_clock::now() < t0 + kRepublishFirst + std::chrono::seconds(5))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  signals.send(SIGTERM);
+  loop.join();
+  CHECK(rc == 0);
+  CHECK(r.statusFile()["drift"].size() == 1);
+  CHECK(r.agent.statusWrites() == writes + 1);
+  CHECK_FALSE(r.agent.republishDelay());
+  CHECK(waited >= kRepublishFirst - std::chrono::milliseconds(100));
+}
+
 TEST_CASE("a reload that drops the mode ends the retries of a refused convergence and its error",
           "[agent]") {
   Rig r("held-device", "mode: vm-passthrough\n");
