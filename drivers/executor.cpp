@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "drivers/snapshot.hpp"
@@ -512,17 +513,26 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
       // An exception in a lane (there should be none: steps return errors) is carried to this
       // thread and rethrown after every lane has stopped, never left to std::terminate.
       std::exception_ptr thrown;
+      auto guarded = [&](const std::vector<size_t>& lane) {
+        try {
+          runLane(lane);
+        } catch (...) {
+          std::lock_guard<std::mutex> g(mu);
+          if (!thrown) thrown = std::current_exception();
+          stop = true;
+        }
+      };
       std::vector<std::thread> threads;
       for (const auto& lane : lanes) {
-        threads.emplace_back([&, lanePtr = &lane] {
-          try {
-            runLane(*lanePtr);
-          } catch (...) {
-            std::lock_guard<std::mutex> g(mu);
-            if (!thrown) thrown = std::current_exception();
-            stop = true;
-          }
-        });
+        try {
+          std::function<void()> body = [&guarded, lanePtr = &lane] { guarded(*lanePtr); };
+          threads.push_back(opt.startThread ? opt.startThread(std::move(body))
+                                            : std::thread(std::move(body)));
+        } catch (const std::system_error&) {
+          // No thread to be had (EAGAIN: a pids limit, TasksMax): this lane runs here, after
+          // the started ones began; a switch slower, not one left half-done or terminated.
+          guarded(lane);
+        }
       }
       for (auto& t : threads) t.join();
       if (thrown) std::rethrow_exception(thrown);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "drivers/holders.hpp"
@@ -35,6 +36,9 @@ struct ApplyOptions {
   // Called after step k is done (never concurrently); returning false abandons the run on the spot
   // with no rollback, exactly like a crash (tests use it; test builds also wire it to SIGKILL).
   std::function<bool(size_t k)> afterStep;
+  // Starts a lane's thread; unset, std::thread. Tests make it throw std::system_error as
+  // pthread_create's EAGAIN would under a pids limit (the lane then runs on the caller's thread).
+  std::function<std::thread(std::function<void()>)> startThread;
 };
 
 // Processes that would block the plan's unbinds: holders of the host driver's nodes for an

@@ -104,6 +104,27 @@ class SlowRemove final : public Host {
 
 }  // namespace
 
+TEST_CASE("a lane whose thread cannot start runs on the caller's thread", "[switcher]") {
+  // pthread_create fails with EAGAIN under a pids limit (a pod's, a unit's TasksMax): every
+  // second lane gets no thread. The switch completes; nothing is left half-done or terminated.
+  Rig r("two-a10");
+  size_t started = 0, refused = 0;
+  r.opt.startThread = [&](std::function<void()> body) {
+    if ((started + refused) % 2 == 1) {
+      ++refused;
+      throw std::system_error(EAGAIN, std::generic_category(), "pthread_create");
+    }
+    ++started;
+    return std::thread(std::move(body));
+  };
+  REQUIRE(applyPlan(r.k, r.plan(Mode::kVmPassthrough), r.opt));
+  CHECK(started >= 1);
+  CHECK(refused >= 1);
+  for (const char* b : {"0000:3b:00.0", "0000:3b:00.1", "0000:86:00.0", "0000:86:00.1"})
+    CHECK(r.driver(b) == std::optional<std::string>("vfio-pci"));
+  CHECK_FALSE(r.kernel.exists("run/hostprep/journal.json"));
+}
+
 TEST_CASE("a companion moving to vfio does not wait for its GPU's remove()", "[switcher]") {
   // The GPU's remove() takes half a second; its audio companion, in the same IOMMU group, moves
   // in a lane of its own and is on vfio-pci long before the GPU is.
