@@ -115,10 +115,17 @@ CheckResult checkSriov(const Snapshot* s, const Selection* sel, Mode mode) {
   if (!s || !sel || sel->gpus().empty())
     return makeCheck(id, CheckStatus::kSkip, "no GPU selected (see gpu.present)");
   std::vector<std::string> bad, ok;
+  bool noMemory = false;
   for (const auto& b : sel->gpus()) {
     const auto* f = s->find(b);
     if (!f) continue;
-    if (f->sriovTotalVfs && *f->sriovTotalVfs > 0) {
+    if (f->sriovTotalVfs && *f->sriovTotalVfs > 0 && f->vfBarsAssigned == false) {
+      noMemory = true;
+      // The capability says the device can; the firmware gave the VFs no memory.
+      bad.push_back(describeFunction(*s, b) + ": " + std::to_string(*f->sriovTotalVfs) +
+                    " VFs, but their BARs have no memory (sysfs resource lines 7-12 are empty): "
+                    "writing sriov_numvfs fails with ENOMEM");
+    } else if (f->sriovTotalVfs && *f->sriovTotalVfs > 0) {
       ok.push_back(b.str() + ": " + std::to_string(*f->sriovTotalVfs) + " VFs");
     } else if (expectsSriov(*f)) {
       bad.push_back(describeFunction(*s, b) +
@@ -128,8 +135,11 @@ CheckResult checkSriov(const Snapshot* s, const Selection* sel, Mode mode) {
     }
   }
   if (!bad.empty()) {
-    return makeCheck(id, CheckStatus::kFail, "SR-IOV not available on " + join(bad, "; "),
-                     "enable SR-IOV (and Above 4G Decoding) in the BIOS/UEFI setup, then reboot");
+    return makeCheck(
+        id, CheckStatus::kFail, "SR-IOV not available on " + join(bad, "; "),
+        std::string("enable SR-IOV (and Above 4G Decoding) in the BIOS/UEFI "
+                    "setup, then reboot") +
+            (noMemory ? "; if the VFs still get no memory, boot with pci=realloc" : ""));
   }
   return makeCheck(id, CheckStatus::kPass, join(ok, "; "));
 }

@@ -94,6 +94,10 @@ struct PciFunction {
   std::vector<Bdf> consumers;          // from "consumer:pci:<BDF>" device links
   std::vector<std::string> mdevTypes;  // mdev_supported_types entries, when an mdev parent
   std::vector<PciBar> bars;            // memory BARs 0-5 with a size (from `resource`)
+  // An SR-IOV PF's VF BARs (`resource` lines 7-12): whether any has memory. False when the
+  // firmware left them empty (SR-IOV off in its setup, no room in the MMIO window): writing
+  // sriov_numvfs then fails with ENOMEM. nullopt when the file has no such lines.
+  std::optional<bool> vfBarsAssigned;
   // The VFIO device file's name ("vfio3" for /dev/vfio/devices/vfio3) while the function is on a
   // VFIO driver and the kernel has device files (Linux 6.6+, CONFIG_VFIO_DEVICE_CDEV): its
   // vfio-dev/vfioN entry carries a `dev` number and dev/vfio/devices/vfioN exists. 6.1 already

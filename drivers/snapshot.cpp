@@ -144,6 +144,18 @@ std::vector<PciBar> parsePciResource(std::string_view text) {
   return out;
 }
 
+std::optional<bool> parseVfBarsAssigned(std::string_view text) {
+  const auto lines = splitLines(text);
+  if (lines.size() < 8) return std::nullopt;
+  for (size_t i = 7; i < lines.size() && i < 13; ++i) {
+    auto w = splitWords(lines[i]);
+    if (w.size() < 2) continue;
+    auto start = parseUnsigned(w[0], 16), end = parseUnsigned(w[1], 16);
+    if (start && end && *end > *start) return true;
+  }
+  return false;
+}
+
 std::string pciDevicePath(const Bdf& bdf) { return hostPath("sys/bus/pci/devices", bdf.str()); }
 std::string pciDriverPath(std::string_view driver) {
   return hostPath("sys/bus/pci/drivers", driver);
@@ -296,7 +308,10 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
   f.virtfns = virtfnsOf(host, bdf, d->entries, f.sriovOffset, f.sriovStride);
   std::sort(f.virtfns.begin(), f.virtfns.end());
   if (d->has("resource")) {
-    if (auto r = host.read(at("resource"), 4096)) f.bars = parsePciResource(*r);
+    if (auto r = host.read(at("resource"), 4096)) {
+      f.bars = parsePciResource(*r);
+      f.vfBarsAssigned = parseVfBarsAssigned(*r);
+    }
   }
   readBindingState(host, bdf, *d, lockHeld, f);
   return f;

@@ -98,6 +98,9 @@ bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view drive
 // per resource, BARs first (drivers/pci/pci-sysfs.c resource_show); unused BARs read all zero.
 // Flags are the kernel's IORESOURCE_* bits (include/linux/ioport.h).
 std::vector<PciBar> parsePciResource(std::string_view text);
+// Whether any VF BAR (`resource` lines 7-12, PCI_IOV_RESOURCES) has memory; nullopt when the
+// file stops before them (no SR-IOV capability, or a kernel without CONFIG_PCI_IOV).
+std::optional<bool> parseVfBarsAssigned(std::string_view text);
 
 // The VFIO device file of a function ("vfio3": /dev/vfio/devices/vfio3), when the kernel made one
 // (a vfio-dev/vfioN entry with a `dev` number: CONFIG_VFIO_DEVICE_CDEV) and the node is there to

@@ -68,6 +68,28 @@ TEST_CASE("vm-vgpu: an Ampere GPU without SR-IOV fails, Turing uses mdev and pas
       "run 'systemctl enable hostprep-prepare.service' (it re-creates the VFs and vGPU devices at "
       "every boot)");
 
+  SECTION("VFs whose BARs the firmware left without memory fail, naming ENOMEM") {
+    fx.write("sys/devices/pci0000:86/0000:86:00.0/sriov_totalvfs", "18\n");
+    std::string resource;
+    for (int i = 0; i < 13; ++i)
+      resource += i == 0 ? "0x00000000d0000000 0x00000000d0ffffff 0x0000000000040200\n"
+                         : "0x0000000000000000 0x0000000000000000 0x0000000000000000\n";
+    fx.write("sys/devices/pci0000:86/0000:86:00.0/resource", resource);
+    const auto c = check(preflightOn(fx, Mode::kVmVgpu), "gpu.sriov");
+    CHECK(c.status == CheckStatus::kFail);
+    CHECK_THAT(c.detail, Catch::EndsWith(": 18 VFs, but their BARs have no memory (sysfs resource "
+                                         "lines 7-12 are empty): writing sriov_numvfs fails with "
+                                         "ENOMEM"));
+    CHECK_THAT(c.remedy,
+               Catch::EndsWith("; if the VFs still get no memory, boot with pci=realloc"));
+    // With a VF BAR assigned (line 8: VF BAR 1, 64-bit prefetchable) it passes.
+    resource.replace(resource.find("0x0000000000000000", 8 * 57), 56,
+                     "0x0000024000000000 0x00000247ffffffff 0x000000000014220c");
+    fx.write("sys/devices/pci0000:86/0000:86:00.0/resource", resource);
+    const auto ok = check(preflightOn(fx, Mode::kVmVgpu), "gpu.sriov");
+    CHECK(ok.status == CheckStatus::kPass);
+    CHECK_THAT(ok.detail, Catch::Contains("0000:86:00.0: 18 VFs"));
+  }
   SECTION("sriov_totalvfs 0 is the same failure") {
     fx.write("sys/devices/pci0000:86/0000:86:00.0/sriov_totalvfs", "0\n");
     CHECK_THAT(check(preflightOn(fx, Mode::kVmVgpu), "gpu.sriov").detail,

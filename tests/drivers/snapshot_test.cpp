@@ -178,6 +178,12 @@ TEST_CASE("resource: the memory BARs 0-5 with their size and 64-bit flag", "[sna
   CHECK(bars[0] == PciBar{0, 16u << 20, true, false});
   CHECK(bars[1] == PciBar{2, uint64_t{128} << 30, true, true});
   CHECK(bars[2] == PciBar{4, 32u << 20, true, true});
+  CHECK(parseVfBarsAssigned(text) == true);  // line 8: VF BAR 1 has 32 GiB
+  CHECK(parseVfBarsAssigned("") == std::nullopt);
+  std::string empty;
+  for (int i = 0; i < 13; ++i)
+    empty += "0x0000000000000000 0x0000000000000000 0x0000000000000000\n";
+  CHECK(parseVfBarsAssigned(empty) == false);
   CHECK(parsePciResource("").empty());
   CHECK(parsePciResource("garbage\n0x10 0x0f 0x200\n").empty());  // end before start
 }
