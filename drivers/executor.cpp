@@ -214,16 +214,17 @@ std::optional<Error> stillUnbinding(const Host& h, const JournalDevice& d, bool 
 // devices go; VFs the run enabled go (vfio refuses a PF with VFs); drivers go back; VFs the run
 // disabled come back; then the vGPU devices it removed. Returns the first error, if any.
 // `inRun`: the rollback of the run that wrote the journal, which knows its timed-out unbinds.
+// A device whose unbind times out in the rollback itself is added to `pending` (bdf, driver).
 Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& devices,
-                const ApplyOptions& opt, bool inRun) {
+                const ApplyOptions& opt, bool inRun, std::map<Bdf, std::string>& pending) {
   Status first;
   auto keep = [&](Status s) {
     if (!s && first.ok()) first = s;
   };
   std::set<Bdf> stuck;
   for (auto it = devices.rbegin(); it != devices.rend(); ++it) {
-    if (auto pending = stillUnbinding(k.host, *it, inRun)) {
-      keep(*pending);
+    if (auto still = stillUnbinding(k.host, *it, inRun)) {
+      keep(*still);
       stuck.insert(it->bdf);
     }
   }
@@ -232,7 +233,10 @@ Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& 
     if (sv.numvfs == 0 && !stuck.count(sv.pf)) keep(restoreNumVfs(k, sv.pf, 0, opt));
   }
   for (auto it = devices.rbegin(); it != devices.rend(); ++it) {
-    if (!stuck.count(it->bdf)) keep(restoreDevice(k, it->bdf, it->original, opt));
+    if (stuck.count(it->bdf)) continue;
+    std::optional<std::string> unbinding;
+    keep(restoreDevice(k, it->bdf, it->original, opt, &unbinding));
+    if (unbinding) pending[it->bdf] = *unbinding;
   }
   for (const auto& sv : jr.sriov) {
     if (sv.numvfs != 0 && !stuck.count(sv.pf)) keep(restoreNumVfs(k, sv.pf, sv.numvfs, opt));
@@ -245,6 +249,16 @@ Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& 
     }
   }
   return first;
+}
+
+// After a rollback whose unbinds timed out: the journal says so, so that the next run and the
+// status read around those devices (their device lock stays taken until remove() returns).
+void markPending(Host& host, Journal jr, const std::map<Bdf, std::string>& pending) {
+  if (pending.empty()) return;
+  for (auto& d : jr.devices) {
+    if (auto it = pending.find(d.bdf); it != pending.end()) d.pendingUnbind = it->second;
+  }
+  (void)writeJournal(host, jr);
 }
 
 }  // namespace
@@ -288,7 +302,8 @@ std::vector<Holder> planHolders(const Host& host, const Plan& plan, const ApplyO
   return holdersAmong(host, open, globs);
 }
 
-Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const ApplyOptions& opt) {
+Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const ApplyOptions& opt,
+                     std::optional<std::string>* unbindPending) {
   Host& h = k.host;
   const std::string dev = pciDevicePath(bdf);
   auto fail = [&](const std::string& what, const Error& e) {
@@ -323,6 +338,7 @@ Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const A
   if (cur.driver && cur.driver != want.driver) {
     auto s =
         h.writeAttr(hostPath(pciDriverPath(*cur.driver), "unbind"), bdf.str(), opt.unbindTimeout);
+    if (!s && s.error().err == ETIMEDOUT && unbindPending) *unbindPending = *cur.driver;
     if (!s && s.error().err != ENODEV) return fail("unbind from " + *cur.driver, s.error());
   }
   // Whether the device is on `want`'s driver now (false when it is gone).
@@ -551,7 +567,9 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
     }
     jr.devices = devices;  // what a later run must still restore if this rollback cannot
     (void)writeJournal(k.host, jr);
-    auto rb = rollBack(k, jr, devices, opt, true);
+    std::map<Bdf, std::string> pending;
+    auto rb = rollBack(k, jr, devices, opt, true, pending);
+    markPending(k.host, jr, pending);
     res.rolledBack = true;
     if (rb) {
       (void)removeJournal(k.host);
@@ -573,7 +591,9 @@ Result<std::optional<size_t>> recoverJournal(Kernel& k, const ApplyOptions& opt)
   if (!jr) return jr.error();
   if (!*jr) return std::optional<size_t>{};
   const Journal& j = **jr;
-  if (auto s = rollBack(k, j, j.devices, opt, false); !s) {
+  std::map<Bdf, std::string> pending;
+  if (auto s = rollBack(k, j, j.devices, opt, false, pending); !s) {
+    markPending(k.host, j, pending);
     Error e = s.error();
     e.message = "resolving the journal of an interrupted run (pid " + std::to_string(j.pid) +
                 "): " + e.message;

@@ -68,7 +68,9 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
 Result<std::optional<size_t>> recoverJournal(Kernel& k, const ApplyOptions& opt);
 
 // Moves one device to a driver and override, however it is bound now (used by rollback and
-// recovery; idempotent).
-Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const ApplyOptions& opt);
+// recovery; idempotent). When its unbind times out, `unbindPending` (if given) names the driver
+// whose remove() still runs: the device lock stays taken, and a journal must say so.
+Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const ApplyOptions& opt,
+                     std::optional<std::string>* unbindPending = nullptr);
 
 }  // namespace hostprep

@@ -328,6 +328,57 @@ TEST_CASE("an unbind that never returns is reported, not waited on forever", "[s
   }
 }
 
+TEST_CASE("an unbind that never returns in the rollback is written to the journal as pending",
+          "[switcher]") {
+  Rig r("two-a10");
+  r.opt.parallel = false;  // GPUs first, then companions
+  auto before = r.fx.deviceState();
+  const Bdf gpu = *parseBdf("0000:3b:00.0");
+  // A VM opens the GPU as soon as it is on vfio-pci (its remove() now waits for it), and the
+  // companion's unbind fails later: the rollback's unbind of the GPU from vfio-pci never returns.
+  bool held = false;
+  r.opt.afterStep = [&](size_t) {
+    if (!held && r.driver("0000:3b:00.0") == std::optional<std::string>("vfio-pci")) {
+      r.kernel.holdDevice(gpu);
+      held = true;
+    }
+    return true;
+  };
+  r.kernel.failWritesTo("drivers/snd_hda_intel/unbind", EBUSY);
+  auto res = applyPlan(r.k, r.plan(Mode::kVmPassthrough), r.opt);
+  REQUIRE_FALSE(res);
+  REQUIRE(held);
+  CHECK_THAT(res.error().describe(),
+             Catch::Contains("ROLLBACK FAILED: 0000:3b:00.0: cannot restore it to nvidia: unbind "
+                             "from vfio-pci"));
+  auto jr = readJournal(r.kernel);
+  REQUIRE(jr);
+  REQUIRE(*jr);
+  bool marked = false;
+  for (const auto& d : (*jr)->devices) {
+    if (d.bdf == gpu) marked = d.pendingUnbind == std::optional<std::string>("vfio-pci");
+  }
+  CHECK(marked);
+  CHECK(r.kernel.blockedAccesses().empty());
+
+  SECTION("while the VM holds it, the next run and a snapshot read around it") {
+    auto rec = recoverJournal(r.k, r.opt);
+    REQUIRE_FALSE(rec);
+    CHECK_THAT(rec.error().describe(), Catch::Contains("still pending"));
+    auto snap = readSnapshot(r.kernel);
+    REQUIRE(snap);
+    CHECK(snap->find(gpu)->unbindPending);
+    CHECK(r.kernel.blockedAccesses().empty());
+  }
+  SECTION("once it lets go, the next run restores everything") {
+    r.kernel.releaseDevice(gpu);
+    auto rec = recoverJournal(r.k, r.opt);
+    REQUIRE(rec);
+    CHECK(r.fx.deviceState() == before);
+    CHECK(r.kernel.blockedAccesses().empty());
+  }
+}
+
 TEST_CASE("a held device is found with its holder before anything moves", "[switcher]") {
   Rig r("held-device");
   r.opt.holderNodes = {"/dev/nvidia*"};
