@@ -80,7 +80,7 @@ mkdir -p "$(dirname "$LOG")"
 #   00:06.0 pcie-root-port rp1 -> 01:00.0 edu "edu C" + 01:00.1 ich9-intel-hda  (one group)
 #   00:07.0 pcie-root-port rp2 -> 02:00.0 edu "edu D" + 02:00.1 e1000e          (one group: foreign)
 #   00:08.0 pcie-root-port rp3 -> 03:00.0 nvme PF, SR-IOV up to 4 VFs
-#   00:09.0 pcie-pci-bridge    -> 04:01.0 edu "edu E" + 04:02.0 pci-ohci (USB)   (one group with
+#   00:09.0 pcie-pci-bridge    -> 04:01.0 edu "edu E" + 04:01.1 pci-ohci (USB)   (one group with
 #                                                                                  the bridge)
 # no_timer_check: under TCG the IO-APIC timer check can miss its ticks, and with interrupt
 # remapping on, 6.12 then panics ("timer doesn't work through Interrupt-remapped IO-APIC",
@@ -106,8 +106,8 @@ QEMU=(qemu-system-x86_64
     -device nvme-subsys,id=s0
     -device nvme,bus=rp3,addr=00.0,subsys=s0,serial=hpvm0,sriov_max_vfs=4,sriov_vq_flexible=8,sriov_vi_flexible=4
     -device pcie-pci-bridge,id=pb,bus=pcie.0,addr=09.0
-    -device edu,bus=pb,addr=01.0
-    -device pci-ohci,bus=pb,addr=02.0
+    -device edu,bus=pb,addr=01.0,multifunction=on
+    -device pci-ohci,bus=pb,addr=01.1
     ${DISK[@]+"${DISK[@]}"}
     ${BENCH_GPUS[@]+"${BENCH_GPUS[@]}"}
 )

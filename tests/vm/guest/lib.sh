@@ -12,7 +12,7 @@ NIC_D=0000:02:00.1      # e1000e: a foreign device in EDU_D's group
 NVME=0000:03:00.0       # behind rp3, nvme PF with SR-IOV (4 VFs)
 PBRIDGE=0000:00:09.0    # pcie-pci-bridge: its group aliases everything behind it
 EDU_E=0000:04:01.0      # behind PBRIDGE, standin
-OHCI_E=0000:04:02.0     # behind PBRIDGE, pci-ohci (USB companion), driverless
+OHCI_E=0000:04:01.1     # behind PBRIDGE, pci-ohci in E's slot (USB companion), driverless
 EDUS="$EDU_A $EDU_B $EDU_C $EDU_D $EDU_E"
 
 P=/sys/bus/pci/devices
