@@ -172,11 +172,10 @@ CheckResult checkImageInterruptRemapping(const std::vector<CmdlineView>& views,
   const char* id = "iommu.interrupt-remapping";
   if (mode == Mode::kContainer) return skipForMode(id, mode);
   for (const auto& v : views) {
-    auto ir = cmdlineValue(v.args, "intremap");
-    if (ir && (*ir == "off" || *ir == "no")) {
+    if (auto ir = intremapOffArg(v.args)) {
       return makeCheck(id, CheckStatus::kFail,
-                       v.origin + " has intremap=" + *ir + ": vfio refuses to attach devices",
-                       removeKernelArgRemedy("intremap=" + *ir, boot));
+                       v.origin + " has " + *ir + ": vfio refuses to attach devices",
+                       removeKernelArgRemedy(*ir, boot));
     }
   }
   return hardwareSkip(id, mode, true);

@@ -6,7 +6,36 @@
 
 namespace hostprep {
 
-bool paramTruthy(std::string_view v) { return v == "1" || v == "Y" || v == "y" || v == "on"; }
+bool paramTruthy(std::string_view v) {
+  if (v.empty()) return false;
+  switch (v[0]) {
+    case 'y':
+    case 'Y':
+    case 't':
+    case 'T':
+    case '1':
+      return true;
+    case 'o':
+    case 'O':
+      return v.size() > 1 && (v[1] == 'n' || v[1] == 'N');
+    default:
+      return false;
+  }
+}
+
+std::optional<std::string> intremapOffArg(const Cmdline& c) {
+  std::optional<std::string> off;
+  for (const auto& [key, value] : c.params) {
+    if (key == "nointremap") off = "nointremap";
+    if (key != "intremap" || !value) continue;
+    for (auto part : split(*value, ',')) {
+      const auto opt = trim(part);
+      if (opt == "on") off.reset();
+      if (opt == "off") off = "intremap=" + *value;
+    }
+  }
+  return off;
+}
 
 std::vector<CmdlineView> configuredCmdlines(const BootConfig& boot) {
   std::vector<CmdlineView> out;

@@ -38,7 +38,13 @@ std::optional<std::string> iommuOffArg(const Cmdline& c, IommuVendor vendor = Io
 bool intelIommuOn(const Cmdline& c);      // intel_iommu=on last (also "on,sm_on" lists)
 bool iommuPassthrough(const Cmdline& c);  // iommu=pt or iommu.passthrough=1, the last that says
 
-// A boolean kernel or module parameter that is set: "1", "Y", "y" or "on".
+// The argument that turns interrupt remapping off, as written ("intremap=off", "nointremap"), or
+// nullopt: both apply in command-line order, and "intremap=on" undoes them
+// (drivers/iommu/irq_remapping.c, setup_irqremapping() and setup_nointremap()).
+std::optional<std::string> intremapOffArg(const Cmdline& c);
+
+// A boolean kernel or module parameter that is set, as the kernel's kstrtobool() reads it
+// (lib/kstrtox.c): a value starting with y, Y, t, T or 1, or "on" (any case).
 bool paramTruthy(std::string_view v);
 
 }  // namespace hostprep

@@ -212,8 +212,7 @@ CheckResult checkInterruptRemapping(const PlatformFacts& p, const Cmdline& runni
     }
     hwNo = known > 0 && no == known;
   }
-  auto intremap = cmdlineValue(running, "intremap");
-  const bool intremapOff = intremap && (*intremap == "off" || *intremap == "no");
+  const auto intremapOff = intremapOffArg(running);
 
   std::string detail;
   bool enabled = false;
@@ -243,13 +242,13 @@ CheckResult checkInterruptRemapping(const PlatformFacts& p, const Cmdline& runni
   }
   if (enabled) return makeCheck(id, CheckStatus::kPass, detail);
   if (intremapOff)
-    detail += "; the kernel was booted with intremap=" + *intremap;
+    detail += "; the kernel was booted with " + *intremapOff;
   else if (hwYes)
     detail += "; the hardware supports it (ecap IR) but the kernel has not enabled it";
   else if (hwNo)
     detail += "; the IOMMU does not support it (ecap IR bit clear)";
   std::string remedy =
-      intremapOff ? removeKernelArgRemedy("intremap=" + *intremap, boot)
+      intremapOff ? removeKernelArgRemedy(*intremapOff, boot)
                   : "enable Interrupt Remapping (and x2APIC) in the BIOS/UEFI setup, usually "
                     "beside VT-d, then reboot";
   if (unsafe) {

@@ -119,6 +119,11 @@ TEST_CASE("image roots: BLS entries, kernel-install, intremap=off, no kernel",
     const auto& c = check(imageOn(fx, Mode::kVmPassthrough), "iommu.interrupt-remapping");
     CHECK(c.status == CheckStatus::kFail);
     CHECK_THAT(c.remedy, Catch::StartsWith("remove \"intremap=off\" from etc/default/grub"));
+    // nointremap does the same (drivers/iommu/irq_remapping.c, setup_nointremap()).
+    fx.write("etc/default/grub", "GRUB_CMDLINE_LINUX=\"intel_iommu=on nointremap\"\n");
+    const auto& n = check(imageOn(fx, Mode::kVmPassthrough), "iommu.interrupt-remapping");
+    CHECK(n.status == CheckStatus::kFail);
+    CHECK_THAT(n.remedy, Catch::StartsWith("remove \"nointremap\" from etc/default/grub"));
   }
   SECTION("no kernel installed") {
     std::filesystem::remove_all(fx.path("lib/modules"));

@@ -33,6 +33,15 @@ TEST_CASE("kernel argument helpers", "[preflight]") {
   // What follows "--" is init's, not the kernel's.
   CHECK(iommuOffArg(c("intel_iommu=on -- intel_iommu=off")) == std::nullopt);
   CHECK(intelIommuOn(c("intel_iommu=on -- intel_iommu=off")));
+  // Interrupt remapping: intremap=off and nointremap turn it off, a later intremap=on back on.
+  CHECK(intremapOffArg(c("intremap=off")) == std::optional<std::string>("intremap=off"));
+  CHECK(intremapOffArg(c("quiet nointremap")) == std::optional<std::string>("nointremap"));
+  CHECK(intremapOffArg(c("nointremap intremap=on")) == std::nullopt);
+  CHECK(intremapOffArg(c("intremap=nosid")) == std::nullopt);
+  // Booleans as kstrtobool() reads them.
+  for (const char* yes : {"1", "y", "Y", "yes", "t", "true", "on", "ON"}) CHECK(paramTruthy(yes));
+  for (const char* no : {"0", "n", "N", "no", "f", "false", "off", "", "o", "2"})
+    CHECK_FALSE(paramTruthy(no));
   CHECK(iommuPassthrough(c("iommu=pt")));
   CHECK(iommuPassthrough(c("iommu=nopt iommu=pt")));
   CHECK_FALSE(iommuPassthrough(c("iommu=pt iommu=nopt")));
