@@ -102,25 +102,34 @@ std::string removeKernelArgRemedy(std::string_view arg, const BootConfig& boot) 
 
 namespace {
 
+// Every comma-separated option of every occurrence of `key`, in command-line order, each with
+// the whole value it came from.
+struct CmdlineOption {
+  std::string option;
+  std::string value;
+};
+std::vector<CmdlineOption> cmdlineOptions(const Cmdline& c, const char* key) {
+  std::vector<CmdlineOption> out;
+  for (const auto& v : cmdlineValues(c, key)) {
+    for (auto part : split(v, ',')) out.push_back({std::string(trim(part)), v});
+  }
+  return out;
+}
+
 // Whether intel_iommu= leaves the Intel IOMMU on (true), off (false) or unsaid, and the value
 // that said it last.
 std::pair<std::optional<bool>, std::string> intelIommuSetting(const Cmdline& c) {
   std::pair<std::optional<bool>, std::string> out;
-  for (const auto& v : cmdlineValues(c, "intel_iommu")) {
-    for (auto part : split(v, ',')) {
-      const auto opt = trim(part);
-      if (opt == "on" || opt == "off") out = {opt == "on", v};
-    }
+  for (const auto& o : cmdlineOptions(c, "intel_iommu")) {
+    if (o.option == "on" || o.option == "off") out = {o.option == "on", o.value};
   }
   return out;
 }
 
 // The first value of `key` with an "off" option, as "key=value".
 std::optional<std::string> offOption(const Cmdline& c, const char* key) {
-  for (const auto& v : cmdlineValues(c, key)) {
-    for (auto part : split(v, ',')) {
-      if (trim(part) == "off") return std::string(key) + "=" + v;
-    }
+  for (const auto& o : cmdlineOptions(c, key)) {
+    if (o.option == "off") return std::string(key) + "=" + o.value;
   }
   return std::nullopt;
 }
@@ -141,11 +150,8 @@ bool intelIommuOn(const Cmdline& c) { return intelIommuSetting(c).first == true;
 
 bool iommuPassthrough(const Cmdline& c) {
   bool pt = false;
-  for (const auto& v : cmdlineValues(c, "iommu")) {
-    for (auto part : split(v, ',')) {
-      const auto opt = trim(part);
-      if (opt == "pt" || opt == "nopt") pt = opt == "pt";
-    }
+  for (const auto& o : cmdlineOptions(c, "iommu")) {
+    if (o.option == "pt" || o.option == "nopt") pt = o.option == "pt";
   }
   if (pt) return true;
   auto v = cmdlineValue(c, "iommu.passthrough");
