@@ -280,6 +280,10 @@ std::vector<std::string> holderGlobs(const Plan& plan, const ApplyOptions& opt) 
         if (mv.bdf == *st.bdf && mv.group)
           globs.push_back("/dev/vfio/" + std::to_string(*mv.group));
       }
+      for (const auto& vm : plan.vfMoves) {  // a VF a VM was given
+        if (vm.bdf == *st.bdf && vm.group)
+          globs.push_back("/dev/vfio/" + std::to_string(*vm.group));
+      }
     }
   }
   std::sort(globs.begin(), globs.end());
@@ -428,6 +432,7 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
   for (const auto& mv : plan.moves) {
     if (mv.changes) jr.devices.push_back({mv.bdf, mv.from, std::nullopt});
   }
+  for (const auto& vm : plan.vfMoves) jr.devices.push_back({vm.bdf, vm.from, std::nullopt});
   for (const auto& sc : plan.sriov) jr.sriov.push_back({sc.pf, sc.from});
   if (!jr.vgpuGpus.empty()) jr.vgpus = readVgpuDevices(k.host, liveParents(k.host, jr.vgpuGpus));
 

@@ -438,10 +438,16 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
         auto add = [&](StepKind k, std::string arg = {}) {
           b.vfSteps.push_back({k, pv.parent, std::move(arg), std::nullopt, {}});
         };
+        // The override is set where the kernel would not bind the host driver without it: with
+        // autoprobe off, and where it names another driver (a VF once given to vfio-pci by
+        // hand: a probe binds a device to its override's driver only, pci_match_device()).
         const bool autoprobe = f.sriovDriversAutoprobe.value_or(true);
-        if (!autoprobe && !(vf && vf->driverOverride == in.hostDriver))
+        const bool otherOverride = vf && vf->driverOverride && *vf->driverOverride != in.hostDriver;
+        if (otherOverride || (!autoprobe && !(vf && vf->driverOverride == in.hostDriver)))
           add(StepKind::kSetOverride, in.hostDriver);
         if (vf && vf->driver) add(StepKind::kUnbind, *vf->driver);
+        if (vf)
+          b.plan.vfMoves.push_back({vf->bdf, vf->iommuGroup, {vf->driver, vf->driverOverride}});
         add(StepKind::kProbe);
         add(StepKind::kVerifyDriver, in.hostDriver);
       }
@@ -466,7 +472,7 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
 }  // namespace
 
 Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs& in) {
-  Builder b{s, Plan{in.mode, {}, {}, {}, {}, {}, {}}, {}, {}, {}, {}, {}, {}, {}};
+  Builder b{s, Plan{in.mode, {}, {}, {}, {}, {}, {}, {}}, {}, {}, {}, {}, {}, {}, {}};
   if (auto v = checkDriverName("host driver", in.hostDriver); !v) return v.error();
   std::set<int> vfioGroups;
   for (const auto& t : sel.targets) {

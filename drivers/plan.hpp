@@ -84,6 +84,14 @@ struct PlannedVgpu {
   bool exists = false;                 // already there: no step
 };
 
+// A VF that was enabled before the run and that the plan moves to the host driver (it carries a
+// vGPU): not a selected device, but the journal restores it like one.
+struct VfMove {
+  Bdf bdf;
+  std::optional<int> group;
+  DeviceState from;
+};
+
 struct SriovChange {
   Bdf pf;
   int from = 0;
@@ -98,6 +106,7 @@ struct Plan {
   std::vector<VgpuDevice> vgpuRemovals;  // existing vGPU devices the plan removes
   std::vector<SriovChange> sriov;        // PFs whose sriov_numvfs the plan changes
   std::vector<Bdf> vgpuGpus;             // GPUs whose vGPU state the journal must cover
+  std::vector<VfMove> vfMoves;           // enabled VFs it moves to the host driver
 
   bool noop() const { return steps.empty(); }
   // How many GPUs (role gpu) go to each mode; more than one entry on a mixed node.

@@ -783,3 +783,84 @@ TEST_CASE("each device of a vGPU plan is reported once, after its last step", "[
   r.apply(Mode::kVmPassthrough);
   once();
 }
+
+// A VF that was handed to vfio-pci by hand (a VM's passthrough VF): driver_override names
+// vfio-pci, so a probe alone binds it to vfio-pci again.
+void vfToVfio(VRig& r, const char* vf) {
+  REQUIRE(r.kernel.loadModule("vfio_pci"));
+  const std::string dev = std::string("sys/bus/pci/devices/") + vf;
+  REQUIRE(r.kernel.writeAttr(dev + "/driver_override", "vfio-pci"));
+  REQUIRE(r.kernel.writeAttr("sys/bus/pci/drivers/nvidia/unbind", vf));
+  REQUIRE(r.kernel.writeAttr("sys/bus/pci/drivers_probe", vf));
+  REQUIRE(r.driver(vf) == std::optional<std::string>("vfio-pci"));
+}
+
+TEST_CASE("a VF on vfio-pci whose override names vfio-pci is moved to the host driver", "[vgpu]") {
+  VRig r("vgpu-two-a10");
+  r.apply(Mode::kVmVgpu);
+  vfToVfio(r, "0000:3b:00.6");
+  Plan p = r.plan(Mode::kVmVgpu, "A10-4Q");
+  auto steps = describe(p);
+  CHECK(std::find(steps.begin(), steps.end(), "0000:3b:00.6: set driver_override to nvidia") !=
+        steps.end());
+  auto res = applyPlan(r.k, p, r.opt);
+  if (!res) FAIL(res.error().describe());
+  CHECK(r.driver("0000:3b:00.6") == std::optional<std::string>("nvidia"));
+  CHECK(r.vgpus().size() == 12);
+}
+
+TEST_CASE("a VF moved to the host driver is put back on its driver by a rollback and a recovery",
+          "[vgpu][faults][crash]") {
+  size_t writes = 0, steps = 0;
+  {
+    VRig probe("vgpu-two-a10");
+    probe.apply(Mode::kVmVgpu);
+    vfToVfio(probe, "0000:3b:00.6");
+    const size_t first = probe.kernel.writeCount();
+    steps = probe.plan(Mode::kVmVgpu, "A10-4Q").steps.size();
+    probe.apply(Mode::kVmVgpu, "A10-4Q");
+    writes = probe.kernel.writeCount() - first;
+  }
+  REQUIRE(writes > 2);
+  for (size_t k = 0; k < writes; ++k) {
+    INFO("failure at write " << k << " of " << writes);
+    VRig r("vgpu-two-a10");
+    r.apply(Mode::kVmVgpu);
+    vfToVfio(r, "0000:3b:00.6");
+    auto before = r.fx.deviceState();
+    Plan p = r.plan(Mode::kVmVgpu, "A10-4Q");
+    r.kernel.failWrite(r.kernel.writeCount() + k, EIO);
+    auto res = applyPlan(r.k, p, r.opt);
+    REQUIRE_FALSE(res);
+    CHECK_THAT(res.error().advice, Catch::Contains("every device was put back"));
+    CHECK(diff(before, r.fx.deviceState()) == "");
+  }
+  for (size_t k = 0; k < steps; ++k) {
+    INFO("crash after step " << k << " of " << steps);
+    VRig r("vgpu-two-a10");
+    r.apply(Mode::kVmVgpu);
+    vfToVfio(r, "0000:3b:00.6");
+    auto before = r.fx.deviceState();
+    r.opt.afterStep = [k](size_t i) { return i != k; };
+    REQUIRE_FALSE(applyPlan(r.k, r.plan(Mode::kVmVgpu, "A10-4Q"), r.opt));
+    r.opt.afterStep = nullptr;
+    auto rec = recoverJournal(r.k, r.opt);
+    if (!rec) FAIL(rec.error().describe());
+    CHECK(diff(before, r.fx.deviceState()) == "");
+  }
+}
+
+TEST_CASE("a VM holding a VF on vfio-pci blocks the plan that moves the VF", "[vgpu]") {
+  VRig r("vgpu-two-a10");
+  r.apply(Mode::kVmVgpu);
+  vfToVfio(r, "0000:3b:00.6");
+  auto f = readPciFunction(r.kernel, *parseBdf("0000:3b:00.6"));
+  REQUIRE(f);
+  REQUIRE(f->iommuGroup);
+  const std::string node = "/dev/vfio/" + std::to_string(*f->iommuGroup);
+  r.fx.write("proc/778/comm", "qemu-system-x86\n");
+  r.fx.symlink("proc/778/fd/9", node);
+  auto holders = planHolders(r.kernel, r.plan(Mode::kVmVgpu, "A10-4Q"), r.opt);
+  REQUIRE(holders.size() == 1);
+  CHECK(holders[0].describe() == "pid 778 (qemu-system-x86) holds " + node);
+}
