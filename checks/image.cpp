@@ -30,6 +30,16 @@ bool configIs(const ImageKernel& k, std::string_view sym, std::string_view value
   return k.config->is(sym, value);
 }
 
+// An arm64 kernel: KVM is built in (no kvm_intel/kvm_amd), the IOMMU is an Arm SMMU, and the
+// passthrough argument is iommu.passthrough=1 (iommu=pt is x86's, arch/x86/kernel/pci-dma.c).
+bool arm64Kernel(const ImageKernel& k) { return configIs(k, "CONFIG_ARM64", "y"); }
+
+// Can this kernel drive Intel VT-d, so that intel_iommu=on matters? Unknown (no config) counts as
+// yes; AMD-only and arm64 kernels cannot, and enable their IOMMU without an argument.
+bool mayDriveVtd(const ImageKernel& k) {
+  return !k.config || configIs(k, "CONFIG_INTEL_IOMMU", "y");
+}
+
 CheckResult checkKernels(const std::vector<ImageKernel>& ks) {
   const char* id = "image.kernels";
   if (ks.empty()) {
@@ -55,7 +65,8 @@ CheckResult checkKvmModules(const std::vector<ImageKernel>& ks, Mode mode) {
       auto it = k.modules.find(m);
       return it != k.modules.end() && it->second.available();
     };
-    if (!avail("kvm") || (!avail("kvm_intel") && !avail("kvm_amd"))) bad.push_back(k.release);
+    const bool vendorModule = arm64Kernel(k) || avail("kvm_intel") || avail("kvm_amd");
+    if (!avail("kvm") || !vendorModule) bad.push_back(k.release);
   }
   if (!bad.empty()) {
     return makeCheck(id, CheckStatus::kFail,
@@ -73,19 +84,20 @@ CheckResult checkIommuBuilt(const std::vector<ImageKernel>& ks, Mode mode) {
   std::vector<std::string> bad, ok;
   for (const auto& k : ks) {
     if (!k.config) continue;
-    if (configIs(k, "CONFIG_INTEL_IOMMU", "y") || configIs(k, "CONFIG_AMD_IOMMU", "y")) {
+    if (configIs(k, "CONFIG_INTEL_IOMMU", "y") || configIs(k, "CONFIG_AMD_IOMMU", "y") ||
+        configIs(k, "CONFIG_ARM_SMMU_V3", "y") || configIs(k, "CONFIG_ARM_SMMU", "y")) {
       ok.push_back(k.release);
     } else {
       bad.push_back(k.release);
     }
   }
   if (!bad.empty()) {
-    return makeCheck(
-        id, CheckStatus::kFail,
-        "kernel " + join(bad, ", ") + " is built without CONFIG_INTEL_IOMMU and CONFIG_AMD_IOMMU",
-        "install a kernel built with CONFIG_INTEL_IOMMU=y and CONFIG_AMD_IOMMU=y (every "
-        "distribution "
-        "kernel is)");
+    return makeCheck(id, CheckStatus::kFail,
+                     "kernel " + join(bad, ", ") +
+                         " is built without an IOMMU driver (CONFIG_INTEL_IOMMU, CONFIG_AMD_IOMMU, "
+                         "CONFIG_ARM_SMMU_V3)",
+                     "install a kernel built with CONFIG_INTEL_IOMMU=y and CONFIG_AMD_IOMMU=y, or "
+                     "CONFIG_ARM_SMMU_V3=y on arm64 (every distribution kernel is)");
   }
   if (ok.empty())
     return makeCheck(id, CheckStatus::kSkip,
@@ -121,6 +133,12 @@ CheckResult checkImageCmdlineIommu(const std::vector<CmdlineView>& views,
                        removeKernelArgRemedy(*off, boot));
     }
   }
+  if (!ks.empty() && std::none_of(ks.begin(), ks.end(), mayDriveVtd)) {
+    return makeCheck(id, CheckStatus::kPass,
+                     "no installed kernel drives Intel VT-d (CONFIG_INTEL_IOMMU not set in " +
+                         releases(ks) +
+                         "): AMD-Vi and the Arm SMMU are enabled without a kernel argument");
+  }
   const bool defaultOn = !ks.empty() && std::all_of(ks.begin(), ks.end(), [](const ImageKernel& k) {
     return configIs(k, "CONFIG_INTEL_IOMMU_DEFAULT_ON", "y");
   });
@@ -154,17 +172,20 @@ CheckResult checkImageCmdlineIommu(const std::vector<CmdlineView>& views,
                    addKernelArgsRemedy("intel_iommu=on", boot));
 }
 
-CheckResult checkImageIommuPt(const std::vector<CmdlineView>& views, const BootConfig& boot,
+CheckResult checkImageIommuPt(const std::vector<CmdlineView>& views,
+                              const std::vector<ImageKernel>& ks, const BootConfig& boot,
                               Mode mode) {
   const char* id = "cmdline.iommu-pt";
   if (mode == Mode::kContainer) return skipForMode(id, mode);
+  const bool arm64 = !ks.empty() && std::all_of(ks.begin(), ks.end(), arm64Kernel);
+  const std::string arg = arm64 ? "iommu.passthrough=1" : "iommu=pt";
   if (views.empty())
     return makeCheck(id, CheckStatus::kWarn, std::string(kNoCmdline),
-                     addKernelArgsRemedy("iommu=pt", boot));
+                     addKernelArgsRemedy(arg, boot));
   auto s = spread(views, iommuPassthrough);
-  if (s.lack.empty()) return makeCheck(id, CheckStatus::kPass, "iommu=pt in " + join(s.have, ", "));
-  return makeCheck(id, CheckStatus::kWarn, "iommu=pt is not in " + join(s.lack, ", "),
-                   addKernelArgsRemedy("iommu=pt", boot));
+  if (s.lack.empty()) return makeCheck(id, CheckStatus::kPass, arg + " in " + join(s.have, ", "));
+  return makeCheck(id, CheckStatus::kWarn, arg + " is not in " + join(s.lack, ", "),
+                   addKernelArgsRemedy(arg, boot));
 }
 
 CheckResult checkImageInterruptRemapping(const std::vector<CmdlineView>& views,
@@ -273,7 +294,7 @@ PreflightReport preflightImage(const ImageFacts& f, const PreflightRequest& req)
   c.push_back(hardwareSkip("iommu.firmware", mode, vm));
   c.push_back(checkIommuBuilt(ks, mode));
   c.push_back(checkImageCmdlineIommu(views, ks, f.boot, mode));
-  c.push_back(checkImageIommuPt(views, f.boot, mode));
+  c.push_back(checkImageIommuPt(views, ks, f.boot, mode));
   c.push_back(checkImageInterruptRemapping(views, f.boot, mode));
   c.push_back(checkImageIommufd(ks, mode));
   c.push_back(perKernel("modules.vfio", ks, [&](const ImageKernel& k) {

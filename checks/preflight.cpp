@@ -101,7 +101,7 @@ std::vector<CheckResult> modeChecks(const HostFacts& f, const PreflightRequest& 
   c.push_back(checkIommuFirmware(p, s, mode));
   c.push_back(checkIommuKernel(p, s, running, f.boot, mode));
   c.push_back(checkCmdlineIommu(p, s, running, f.boot, mode));
-  c.push_back(checkIommuPt(running, f.boot, mode));
+  c.push_back(checkIommuPt(p, running, f.boot, mode));
   c.push_back(checkInterruptRemapping(p, running, f.boot, mode));
   c.push_back(checkIommufd(p, s, selp, mode));
   c.push_back(checkVfioModules(p.modules, p.kernelRelease, mode));

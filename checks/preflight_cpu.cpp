@@ -11,6 +11,22 @@ CheckResult checkCpu(const PlatformFacts& p, Mode mode) {
                      "mount procfs on /proc (or point --root at a host root that has it)");
   }
   std::string vendor = c.vendorId.empty() ? "unknown vendor" : c.vendorId;
+  if (c.arm64) {
+    // Arm has no CPU flag for it: KVM runs when the kernel was started at EL2 (the hypervisor
+    // level), and then registers /dev/kvm; otherwise it logs "HYP mode not available"
+    // (arch/arm64/kvm/arm.c) and there is no /dev/kvm.
+    if (p.devKvm)
+      return makeCheck(id, CheckStatus::kPass,
+                       "arm64 (" + vendor + "): KVM is running, so the kernel started at EL2");
+    return makeCheck(
+        id, CheckStatus::kFail,
+        "arm64 (" + vendor + "): no /dev/kvm: the kernel did not start at EL2 or has no KVM",
+        c.hypervisor ? "run on bare metal, or on a hypervisor that offers nested "
+                       "virtualization (EL2) to its guests"
+                     : "boot the kernel at EL2 (the firmware hands over at EL2 on "
+                       "servers; dmesg says \"HYP mode not available\" otherwise) "
+                       "with CONFIG_KVM=y");
+  }
   if (c.vmx) return makeCheck(id, CheckStatus::kPass, "vmx (Intel VT-x) present, " + vendor);
   if (c.svm) return makeCheck(id, CheckStatus::kPass, "svm (AMD-V) present, " + vendor);
   std::string detail = "neither vmx nor svm in /proc/cpuinfo flags (" + vendor + ")";
@@ -30,6 +46,12 @@ CheckResult checkCpu(const PlatformFacts& p, Mode mode) {
 CheckResult checkKvm(const PlatformFacts& p, Mode mode) {
   const char* id = "cpu.kvm";
   if (!vmMode(mode)) return skipForMode(id, mode);
+  if (p.cpu.arm64) {
+    // KVM is built into arm64 kernels (CONFIG_KVM is a bool there): there is no module to load.
+    if (p.devKvm) return makeCheck(id, CheckStatus::kPass, "/dev/kvm present (KVM built in)");
+    return makeCheck(id, CheckStatus::kFail, "/dev/kvm missing (see cpu.virtualization)",
+                     "boot a kernel built with CONFIG_KVM=y at EL2");
+  }
   std::string kvmMod = p.cpu.vendor == CpuVendor::kAmd ? "kvm_amd" : "kvm_intel";
   if (p.cpu.vendor != CpuVendor::kAmd && p.cpu.vendor != CpuVendor::kIntel && p.cpu.svm)
     kvmMod = "kvm_amd";

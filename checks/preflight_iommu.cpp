@@ -90,7 +90,8 @@ CheckResult checkIommuKernel(const PlatformFacts& p, const Snapshot* s, const Cm
                      removeKernelArgRemedy(*off, boot));
   }
   const bool firmware =
-      p.acpiTables && (p.acpiTables->count("DMAR") || p.acpiTables->count("IVRS"));
+      p.acpiTables &&
+      (p.acpiTables->count("DMAR") || p.acpiTables->count("IVRS") || p.acpiTables->count("IORT"));
   if (p.acpiTables && !firmware) {
     return makeCheck(id, CheckStatus::kFail,
                      detail + "; the firmware has no IOMMU table (see iommu.firmware)",
@@ -101,6 +102,11 @@ CheckResult checkIommuKernel(const PlatformFacts& p, const Snapshot* s, const Cm
     return makeCheck(id, CheckStatus::kFail,
                      detail + "; intel_iommu=on is not on the kernel command line",
                      addKernelArgsRemedy(args, boot));
+  }
+  if (p.cpu.arm64) {
+    return makeCheck(id, CheckStatus::kFail, detail,
+                     "check dmesg for arm-smmu-v3 errors; the kernel needs CONFIG_ARM_SMMU_V3 and "
+                     "the SMMU enabled in the firmware");
   }
   return makeCheck(
       id, CheckStatus::kFail, detail,
@@ -166,14 +172,20 @@ CheckResult checkCmdlineIommu(const PlatformFacts& p, const Snapshot* s, const C
                    addKernelArgsRemedy("intel_iommu=on" + pt, boot));
 }
 
-CheckResult checkIommuPt(const Cmdline& running, const BootConfig& boot, Mode mode) {
+CheckResult checkIommuPt(const PlatformFacts& p, const Cmdline& running, const BootConfig& boot,
+                         Mode mode) {
   const char* id = "cmdline.iommu-pt";
   if (!vmMode(mode)) return skipForMode(id, mode);
-  if (iommuPassthrough(running)) return makeCheck(id, CheckStatus::kPass, "iommu=pt");
-  return makeCheck(
-      id, CheckStatus::kWarn,
-      "iommu=pt is not set: host devices go through IOMMU translation (slower host I/O)",
-      addKernelArgsRemedy("iommu=pt", boot));
+  // iommu=pt is x86's (arch/x86/kernel/pci-dma.c); arm64 reads only iommu.passthrough=.
+  const std::string arg = p.cpu.arm64 ? "iommu.passthrough=1" : "iommu=pt";
+  if (iommuPassthrough(running)) {
+    auto v = cmdlineValue(running, "iommu.passthrough");
+    return makeCheck(id, CheckStatus::kPass,
+                     v && paramTruthy(*v) ? "iommu.passthrough=" + *v : std::string("iommu=pt"));
+  }
+  return makeCheck(id, CheckStatus::kWarn,
+                   arg + " is not set: host devices go through IOMMU translation (slower host I/O)",
+                   addKernelArgsRemedy(arg, boot));
 }
 
 namespace {
@@ -192,6 +204,43 @@ bool unsafeInterruptsAllowed(const PlatformFacts& p, const Cmdline& running,
 
 const char* kUnsafeInterruptsLine = "options vfio_iommu_type1 allow_unsafe_interrupts=1";
 
+// Arm has no interrupt remapping; what vfio asks for is MSI isolation (vfio_iommu_type1 refuses a
+// group with EPERM without it), and a GICv3 ITS gives it: its MSI domains carry
+// IRQ_DOMAIN_FLAG_ISOLATED_MSI (drivers/irqchip/irq-gic-v3-its.c), a GICv2m frame's do not.
+// /proc/interrupts names the chip: ITS-MSI, ITS-PCI-MSI, ITS-PCI-MSIX-<device>.
+CheckResult armMsiIsolation(const PlatformFacts& p, bool unsafe, const char* id) {
+  if (!p.interrupts || p.interrupts->lines == 0) {
+    return makeCheck(id, CheckStatus::kWarn,
+                     "cannot tell: no /proc/interrupts lines (arm64: MSIs must go through a GIC "
+                     "ITS)",
+                     "mount procfs, or check dmesg for the GICv3 ITS (\"ITS@\")");
+  }
+  const auto& irq = *p.interrupts;
+  if (irq.its > 0) {
+    return makeCheck(id, CheckStatus::kPass,
+                     std::to_string(irq.its) + " of " + std::to_string(irq.lines) +
+                         " interrupts in /proc/interrupts are MSIs through the GIC ITS (ITS-), "
+                         "which isolates them (arm64 has no interrupt remapping)");
+  }
+  const std::string detail =
+      "no interrupt in /proc/interrupts goes through a GIC ITS (ITS-): MSIs are not isolated "
+      "(arm64 has no interrupt remapping; a GICv2m frame does not isolate)";
+  const std::string remedy =
+      "enable the GICv3 ITS in the firmware (the ACPI MADT's ITS entries), or use a platform that "
+      "has one";
+  if (unsafe) {
+    return makeCheck(id, CheckStatus::kWarn,
+                     detail +
+                         "; vfio_iommu_type1 allow_unsafe_interrupts=1 lets VMs start "
+                         "anyway (a guest can forge interrupts)",
+                     remedy);
+  }
+  return makeCheck(id, CheckStatus::kFail, detail + ": vfio refuses to attach devices (EPERM)",
+                   remedy + "; only if the hardware cannot: add the line \"" +
+                       std::string(kUnsafeInterruptsLine) +
+                       "\" to /etc/modprobe.d/vfio.conf (insecure: a guest can forge MSIs)");
+}
+
 }  // namespace
 
 CheckResult checkInterruptRemapping(const PlatformFacts& p, const Cmdline& running,
@@ -199,6 +248,7 @@ CheckResult checkInterruptRemapping(const PlatformFacts& p, const Cmdline& runni
   const char* id = "iommu.interrupt-remapping";
   if (!vmMode(mode)) return skipForMode(id, mode);
   const bool unsafe = unsafeInterruptsAllowed(p, running, boot);
+  if (p.cpu.arm64) return armMsiIsolation(p, unsafe, id);
   bool hwYes = false, hwNo = false;
   if (p.iommuUnits) {
     size_t known = 0, no = 0;

@@ -12,7 +12,8 @@ CheckResult checkIommuKernel(const PlatformFacts& p, const Snapshot* s, const Cm
 // cmdline.iommu: the running kernel's IOMMU argument, and whether the next boot keeps it.
 CheckResult checkCmdlineIommu(const PlatformFacts& p, const Snapshot* s, const Cmdline& running,
                               const BootConfig& boot, Mode mode);
-CheckResult checkIommuPt(const Cmdline& running, const BootConfig& boot, Mode mode);
+CheckResult checkIommuPt(const PlatformFacts& p, const Cmdline& running, const BootConfig& boot,
+                         Mode mode);
 CheckResult checkInterruptRemapping(const PlatformFacts& p, const Cmdline& running,
                                     const BootConfig& boot, Mode mode);
 

@@ -133,7 +133,12 @@ CpuFacts parseCpuinfo(std::string_view text) {
     if (colon == std::string_view::npos) continue;
     auto key = trim(line.substr(0, colon));
     auto value = trim(line.substr(colon + 1));
-    if (key == "vendor_id" && c.vendorId.empty()) {
+    if (key == "CPU implementer" && c.vendorId.empty()) {
+      // arm64's cpuinfo (arch/arm64/kernel/cpuinfo.c) names the implementer's code instead.
+      c.arm64 = true;
+      c.vendor = CpuVendor::kOther;
+      c.vendorId = "CPU implementer " + std::string(value);
+    } else if (key == "vendor_id" && c.vendorId.empty()) {
       c.vendorId = std::string(value);
       c.vendor = value == "GenuineIntel"                              ? CpuVendor::kIntel
                  : value == "AuthenticAMD" || value == "HygonGenuine" ? CpuVendor::kAmd
@@ -161,15 +166,18 @@ InterruptFacts parseInterrupts(std::string_view text) {
     auto words = splitWords(line.substr(colon + 1));
     bool chip = false;
     bool remapped = false;
+    bool its = false;
     for (auto w : words) {
       if (parseUnsigned(w)) continue;  // per-CPU counts
       chip = true;
       remapped = startsWith(w, "IR-");
+      its = startsWith(w, "ITS-");
       break;
     }
     if (!chip) continue;
     ++f.lines;
     if (remapped) ++f.remapped;
+    if (its) ++f.its;
   }
   return f;
 }

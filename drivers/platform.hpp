@@ -31,6 +31,9 @@ struct CpuFacts {
   bool vmx = false;
   bool svm = false;
   bool hypervisor = false;  // running as a guest
+  // An Arm (arm64) CPU: /proc/cpuinfo has "CPU implementer" lines and no vendor_id; KVM there
+  // needs the kernel started at EL2, not a CPU flag.
+  bool arm64 = false;
 };
 
 // One IOMMU unit under sys/class/iommu (dmar0, ivhd0, virtio-iommu, ...).
@@ -45,6 +48,7 @@ struct IommuUnit {
 struct InterruptFacts {
   size_t lines = 0;     // interrupt lines with a chip name
   size_t remapped = 0;  // of those, "IR-" chips (IR-IO-APIC, IR-PCI-MSI, ...)
+  size_t its = 0;       // of those, MSIs through an Arm GIC ITS (ITS-MSI, ITS-PCI-MSI, ...)
 };
 
 // A firmware framebuffer claimed in /proc/iomem (efifb, simpledrm, BOOTFB, vesafb), and the PCI

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "drivers/kmod.hpp"
+#include "tests/checks/preflight_support.hpp"
 #include "tests/support/fixture.hpp"
 
 using namespace hostprep;
@@ -124,6 +125,47 @@ TEST_CASE("image roots: BLS entries, kernel-install, intremap=off, no kernel",
     const auto& n = check(imageOn(fx, Mode::kVmPassthrough), "iommu.interrupt-remapping");
     CHECK(n.status == CheckStatus::kFail);
     CHECK_THAT(n.remedy, Catch::StartsWith("remove \"nointremap\" from etc/default/grub"));
+  }
+  SECTION("an AMD-only kernel needs no intel_iommu=on") {
+    fx.write("boot/config-6.1.0-18-amd64",
+             "CONFIG_IOMMU_SUPPORT=y\n# CONFIG_INTEL_IOMMU is not set\nCONFIG_AMD_IOMMU=y\n"
+             "CONFIG_KVM=m\nCONFIG_KVM_AMD=m\nCONFIG_VFIO=m\nCONFIG_VFIO_PCI=m\n");
+    auto r = imageOn(fx, Mode::kVmPassthrough);
+    const auto& c = check(r, "cmdline.iommu");
+    CHECK(c.status == CheckStatus::kPass);
+    CHECK(c.detail ==
+          "no installed kernel drives Intel VT-d (CONFIG_INTEL_IOMMU not set in 6.1.0-18-amd64): "
+          "AMD-Vi and the Arm SMMU are enabled without a kernel argument");
+    // An off switch still fails it.
+    fx.write("etc/default/grub", "GRUB_CMDLINE_LINUX=\"amd_iommu=off\"\n");
+    CHECK(check(imageOn(fx, Mode::kVmPassthrough), "cmdline.iommu").status == CheckStatus::kFail);
+  }
+  SECTION("an arm64 kernel: KVM built in, the Arm SMMU, iommu.passthrough=1") {
+    std::filesystem::remove_all(fx.path("lib/modules/6.1.0-18-amd64"));
+    std::filesystem::remove(fx.path("boot/config-6.1.0-18-amd64"));
+    fx.write("boot/config-6.1.0-18-arm64",
+             "CONFIG_ARM64=y\nCONFIG_IOMMU_SUPPORT=y\nCONFIG_ARM_SMMU_V3=y\nCONFIG_KVM=y\n"
+             "CONFIG_VFIO=m\nCONFIG_VFIO_IOMMU_TYPE1=m\nCONFIG_VFIO_PCI=m\n");
+    fx.write("lib/modules/6.1.0-18-arm64/modules.dep",
+             "kernel/drivers/vfio/vfio.ko.xz:\n"
+             "kernel/drivers/vfio/vfio_iommu_type1.ko.xz: kernel/drivers/vfio/vfio.ko.xz\n"
+             "kernel/drivers/vfio/pci/vfio-pci-core.ko.xz: kernel/drivers/vfio/vfio.ko.xz\n"
+             "kernel/drivers/vfio/pci/vfio-pci.ko.xz: kernel/drivers/vfio/pci/vfio-pci-core.ko.xz "
+             "kernel/drivers/vfio/vfio.ko.xz\n");
+    fx.write("lib/modules/6.1.0-18-arm64/modules.builtin", "kernel/arch/arm64/kvm/kvm.ko\n");
+    auto r = imageOn(fx, Mode::kVmPassthrough);
+    INFO(hostprep::test::statuses(r));
+    CHECK(check(r, "cpu.kvm").status == CheckStatus::kPass);
+    CHECK(check(r, "iommu.kernel").status == CheckStatus::kPass);
+    CHECK(check(r, "cmdline.iommu").status == CheckStatus::kPass);
+    const auto& pt = check(r, "cmdline.iommu-pt");
+    CHECK(pt.status == CheckStatus::kWarn);
+    CHECK(pt.detail ==
+          "iommu.passthrough=1 is not in etc/default/grub (GRUB_CMDLINE_LINUX, "
+          "GRUB_CMDLINE_LINUX_DEFAULT)");
+    fx.write("etc/default/grub", "GRUB_CMDLINE_LINUX=\"iommu.passthrough=1\"\n");
+    CHECK(check(imageOn(fx, Mode::kVmPassthrough), "cmdline.iommu-pt").status ==
+          CheckStatus::kPass);
   }
   SECTION("no kernel installed") {
     std::filesystem::remove_all(fx.path("lib/modules"));

@@ -67,6 +67,51 @@ TEST_CASE("an AMD host needs no intel_iommu and passes", "[preflight]") {
   CHECK(check(r, "boot.persistence").status == CheckStatus::kPass);
 }
 
+TEST_CASE("an arm64 (Grace) host: KVM at EL2, the SMMU, MSIs isolated by the ITS", "[preflight]") {
+  Fixture fx("preflight-grace");
+  auto r = preflightOn(fx, Mode::kVmPassthrough);
+  INFO(statuses(r));
+  CHECK(check(r, "cpu.virtualization").status == CheckStatus::kPass);
+  CHECK(check(r, "cpu.virtualization").detail ==
+        "arm64 (CPU implementer 0x41): KVM is running, so the kernel started at EL2");
+  CHECK(check(r, "cpu.kvm").detail == "/dev/kvm present (KVM built in)");
+  CHECK(check(r, "iommu.firmware").detail == "ACPI IORT table present (Arm SMMU)");
+  CHECK(check(r, "cmdline.iommu").status == CheckStatus::kPass);
+  CHECK(check(r, "cmdline.iommu-pt").detail == "iommu.passthrough=1");
+  CHECK(check(r, "iommu.interrupt-remapping").status == CheckStatus::kPass);
+  CHECK(check(r, "iommu.interrupt-remapping").detail ==
+        "2 of 4 interrupts in /proc/interrupts are MSIs through the GIC ITS (ITS-), which "
+        "isolates them (arm64 has no interrupt remapping)");
+
+  SECTION("no /dev/kvm: the kernel did not start at EL2") {
+    std::filesystem::remove(fx.path("dev/kvm"));
+    auto n = preflightOn(fx, Mode::kVmPassthrough);
+    CHECK(check(n, "cpu.virtualization").status == CheckStatus::kFail);
+    CHECK_THAT(check(n, "cpu.virtualization").remedy, Catch::StartsWith("boot the kernel at EL2"));
+    CHECK(check(n, "cpu.kvm").status == CheckStatus::kFail);
+    // Never a module to load: KVM is built into arm64 kernels.
+    CHECK_THAT(check(n, "cpu.kvm").remedy, !Catch::Contains("modprobe"));
+  }
+  SECTION("MSIs through a GICv2m frame only: not isolated") {
+    fx.write("proc/interrupts",
+             "           CPU0\n 11:  1  GICv3  27 Level  arch_timer\n"
+             " 40:  0  GICv2m-PCI-MSI 524288 Edge  nvme0q0\n");
+    auto n = preflightOn(fx, Mode::kVmPassthrough);
+    CHECK(check(n, "iommu.interrupt-remapping").status == CheckStatus::kFail);
+    CHECK_THAT(check(n, "iommu.interrupt-remapping").remedy,
+               Catch::StartsWith("enable the GICv3 ITS in the firmware"));
+    CHECK_THAT(check(n, "iommu.interrupt-remapping").remedy,
+               !Catch::Contains("BIOS/UEFI setup, usually beside VT-d"));
+  }
+  SECTION("without iommu.passthrough=1 the advice is arm64's argument, not iommu=pt") {
+    fx.write("proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz root=/dev/nvme0n1p2 ro\n");
+    auto n = preflightOn(fx, Mode::kVmPassthrough);
+    CHECK(check(n, "cmdline.iommu-pt").detail ==
+          "iommu.passthrough=1 is not set: host devices go through IOMMU translation (slower "
+          "host I/O)");
+  }
+}
+
 TEST_CASE("a busybox guest and an empty root are states, not crashes", "[preflight]") {
   SECTION("minimal guest: no lib/modules, no etc, no firmware tables") {
     Fixture fx("preflight-guest");
