@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -207,12 +208,27 @@ int waitChild(const Child& c, std::chrono::steady_clock::time_point deadline) {
   }
 }
 
+// Is an earlier timed read of `path` still waiting in the kernel? A new one would wait on the
+// same lock (a device lock an unbind holds), so it is answered ETIMEDOUT at once instead of
+// starting another child: while the kernel stays stuck, a caller that re-reads (the agent, at
+// every event) leaves one waiting child per attribute, not one per read.
+bool readStillWaiting(const std::string& path) {
+  std::lock_guard<std::mutex> g(gStrayMutex);
+  return std::any_of(gStrays.begin(), gStrays.end(), [&](const Child& c) {
+    const auto& p = c.job->path;
+    return c.job->op == ChildOp::kRead &&
+           std::string_view(p.data(), ::strnlen(p.data(), p.size())) == path;
+  });
+}
+
 // Runs one job in a child and waits at most `timeout` for it: the child's errno (ETIMEDOUT: it
 // has not answered), or why no child could start. On 0, `answer` (when given) receives what a
 // read returned.
 Result<int> runChild(ChildOp op, const std::string& path, std::string_view data,
                      std::chrono::milliseconds timeout, std::string* answer = nullptr) {
   (void)reapStrayChildren();
+  if (op == ChildOp::kRead && readStillWaiting(path))
+    return sysError("an earlier read of it has not returned yet", ETIMEDOUT);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto c = newChild(op, path, data);
   if (!c) return c.error();

@@ -369,3 +369,68 @@ TEST_CASE("tryLock creates the lock file, excludes a second holder, and lets go 
   CHECK(noDir.error().err == ENOENT);
   CHECK(noDir.error().message == "cannot open lock " + fx.path("run/absent/lock").string());
 }
+
+namespace {
+
+// A process's state letter from /proc/PID/stat ('T': stopped, 'Z': exited, not yet reaped).
+char procState(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
+}
+
+}  // namespace
+
+TEST_CASE("a timed read of an attribute an earlier read still waits on starts no second child",
+          "[host]") {
+  // A read that "does not return", as a read of a device's uevent does while an unbind holds its
+  // lock: a timed read given up at once (timeout 0) whose child is then stopped (SIGSTOP reaches
+  // it, every other signal is blocked). Reading the attribute again must not pile up children
+  // (the agent re-reads at every event). Timed reads open with O_NONBLOCK, so a FIFO cannot
+  // stand in for the kernel here, and the child may finish before it is stopped: tried again.
+  Fixture fx;
+  fx.write("uevent", "DRIVER=nvidia\n");
+  fx.write("other", "x\n");
+  RootHost host(fx.root());
+  const size_t before = reapStrayChildren();
+  pid_t stopped = -1;
+  for (int attempt = 0; attempt < 200 && stopped < 0; ++attempt) {
+    const auto others = myChildren();
+    auto r = host.readAttr("uevent", std::chrono::milliseconds(0));
+    if (r) continue;  // the child answered in time
+    REQUIRE(r.error().err == ETIMEDOUT);
+    for (pid_t p : myChildren()) {
+      if (std::find(others.begin(), others.end(), p) != others.end()) continue;
+      ::kill(p, SIGSTOP);
+      for (int i = 0; i < 100 && procState(p) != 'T' && procState(p) != 'Z'; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (procState(p) == 'T') stopped = p;
+    }
+    if (stopped < 0) REQUIRE(reapAllStrays(before));
+  }
+  if (stopped < 0) {
+    WARN("the timed read's child always finished before it could be stopped: not checked");
+    return;
+  }
+  REQUIRE(reapStrayChildren() == before + 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) {
+    auto again = host.readAttr("uevent", std::chrono::seconds(10));
+    REQUIRE_FALSE(again);
+    CHECK(again.error().err == ETIMEDOUT);
+    CHECK_THAT(again.error().message, Catch::Contains("an earlier read of it has not returned"));
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));  // answered at once
+  CHECK(reapStrayChildren() == before + 1);
+  // Another attribute is read as usual.
+  auto other = host.readAttr("other", std::chrono::milliseconds(2000));
+  REQUIRE(other);
+  CHECK(*other == "x\n");
+  // The "kernel" lets go: the child reads and exits; the attribute is read again.
+  ::kill(stopped, SIGCONT);
+  CHECK(reapAllStrays(before));
+  auto now = host.readAttr("uevent", std::chrono::milliseconds(2000));
+  REQUIRE(now);
+  CHECK(*now == "DRIVER=nvidia\n");
+}
