@@ -60,6 +60,16 @@ std::string toString(PciId id) { return hexDigits(id.vendor, 4) + ":" + hexDigit
 
 bool isBridge(uint32_t cls) { return baseClass(cls) == 0x06; }
 
+bool isVfioDriver(std::string_view driver) {
+  return driver == "vfio-pci" || driver.find("vfio") != std::string_view::npos;
+}
+
+bool letsVfioTakeGroup(const PciFunction& f) {
+  if (!f.driver) return true;
+  const std::string& d = *f.driver;
+  return isVfioDriver(d) || d == "pci-stub" || d == "pcieport";
+}
+
 bool isCompanionClass(uint32_t cls) {
   uint16_t p = classPrefix(cls);
   return p == 0x0403 || p == 0x0c03 || p == 0x0c80;

@@ -63,6 +63,8 @@ bool isBridge(uint32_t cls);  // any 0x06xxxx
 // Functions that ride along with a GPU: audio (0x0403), USB (0x0c03), serial bus (0x0c80, UCSI).
 bool isCompanionClass(uint32_t cls);
 std::string className(uint32_t cls);  // "VGA controller", "audio device", ...
+// A vfio driver: vfio-pci or one of its variants (mlx5_vfio_pci, nvgrace_gpu_vfio_pci, ...).
+bool isVfioDriver(std::string_view driver);
 
 // A memory BAR, from the function's sysfs `resource` file.
 struct PciBar {
@@ -110,6 +112,14 @@ struct PciFunction {
   bool isVf() const { return physfn.has_value(); }
   bool operator==(const PciFunction&) const = default;
 };
+
+// Does this member of an IOMMU group let vfio take the group? Since Linux 5.19 vfio claims DMA
+// ownership of the whole group (iommu_group_claim_dma_owner()), which fails ("group is not
+// viable") while any member is bound to a driver that manages DMA itself. No driver, or one that
+// sets driver_managed_dma (vfio-pci and its variants, pci-stub, pcieport), lets it; a bridge on
+// another driver does not ("vfio: Set DMA ownership for VFIO devices", "PCI: portdrv: Set
+// driver_managed_dma", both Linux 5.19).
+bool letsVfioTakeGroup(const PciFunction& f);
 
 // driver_override reads "(null)" when unset.
 std::optional<std::string> parseDriverOverride(std::string_view raw);

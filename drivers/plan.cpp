@@ -148,10 +148,6 @@ std::string vfioDriverName(std::string_view module) {
   return d;
 }
 
-bool isVfioDriver(std::string_view driver) {
-  return driver == "vfio-pci" || driver.find("vfio") != std::string_view::npos;
-}
-
 namespace {
 
 using Requests = std::vector<std::pair<std::string, int>>;

@@ -126,7 +126,6 @@ Status checkDeviceState(std::string_view what, const DeviceState& st);
 
 // The driver a vfio module registers: "vfio_pci" -> "vfio-pci".
 std::string vfioDriverName(std::string_view module);
-bool isVfioDriver(std::string_view driver);
 
 // VFs the plan's SR-IOV changes would remove while a driver other than the host driver has them
 // ("0000:03:00.1 on vfio-pci"): a VF given to a VM, or to another host driver, is in use, and

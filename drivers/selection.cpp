@@ -136,7 +136,12 @@ Result<Selection> selectDevices(const Snapshot& s, const SelectionOptions& opt) 
     }
     for (const auto* m : members) {
       if (s.rootDiskPci && m->bdf == *s.rootDiskPci) problem.holdsRootDisk = true;
-      if (m->bdf == g->bdf || isBridge(m->classCode)) continue;
+      // A bridge stays put when it lets vfio take the group (pcieport, or no driver); one on
+      // another driver (a host or ISA bridge on an EDAC or LPC driver) is judged like any other
+      // member below. NVSwitches follow their own policy (nvSwitchesWithGpus).
+      const bool nvSwitch = m->id.vendor == kNvidiaVendor && classPrefix(m->classCode) == 0x0680;
+      if (m->bdf == g->bdf || (isBridge(m->classCode) && (letsVfioTakeGroup(*m) || nvSwitch)))
+        continue;
       // A companion is the GPU's own: its vendor's, a consumer the kernel linked to it, or an
       // audio / USB / serial-bus function in its slot. Another vendor's controller elsewhere in
       // the group (a chipset's xHCI or HD audio behind the same root port) is foreign: moving it

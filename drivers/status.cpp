@@ -97,8 +97,9 @@ Condition makeCondition(const StatusInputs& in, std::string type, ConditionStatu
   return c;
 }
 
-// Every member of a group given to vfio must be driverless, on vfio, on pci-stub, or a bridge,
-// or opening the group fails ("group N is not viable"; kernel Documentation/driver-api/vfio.rst).
+// Every member of a group given to vfio must be driverless, or on vfio, pci-stub or pcieport
+// (letsVfioTakeGroup), or opening the group fails ("group N is not viable"; kernel
+// Documentation/driver-api/vfio.rst).
 std::vector<std::string> nonViableGroups(const Snapshot& s, const Selection& sel) {
   std::set<int> groups;
   for (const auto& t : sel.targets) {
@@ -109,10 +110,7 @@ std::vector<std::string> nonViableGroups(const Snapshot& s, const Selection& sel
   for (int g : groups) {
     std::vector<std::string> offenders;
     for (const auto* m : s.groupMembers(g)) {
-      if (!m->driver || isVfioDriver(*m->driver) || *m->driver == "pci-stub" ||
-          isBridge(m->classCode)) {
-        continue;
-      }
+      if (letsVfioTakeGroup(*m)) continue;
       offenders.push_back(m->bdf.str() + " on " + *m->driver);
     }
     if (!offenders.empty()) {
