@@ -124,7 +124,7 @@ Status Agent::convergeNow() {
   auto m = mode();
   if (!m) {  // nothing to converge to (a reload dropped the mode): no failure left to retry
     convergeError_.reset();
-    retryDelay_.reset();
+    retry_.reset();
     return {};
   }
   ConvergeOptions co;
@@ -150,16 +150,15 @@ Status Agent::convergeNow() {
   auto c = converge(k_, co);
   if (!c.status) {
     convergeError_ = c.status.error().describe();
-    retryDelay_ = retryDelay_ ? std::min(*retryDelay_ * 2, kRetryMax) : kRetryFirst;
-    retryAt_ = std::chrono::steady_clock::now() + *retryDelay_;
+    retry_.failed();
     spdlog::error("converge to {}: {} (trying again in {} s)",
                   c.plan ? modeSummary(c.plan->split(), *m) : targetText(*m, co.rules),
                   *convergeError_,
-                  std::chrono::duration_cast<std::chrono::seconds>(*retryDelay_).count());
+                  std::chrono::duration_cast<std::chrono::seconds>(*retry_.delay()).count());
     return c.status;
   }
   convergeError_.reset();
-  retryDelay_.reset();
+  retry_.reset();
   if (c.plan && c.plan->noop()) {
     spdlog::info("{}", nothingToDo(*c.plan));
   } else if (c.plan) {
@@ -173,7 +172,7 @@ void Agent::observeAndPublish(const std::optional<ChangedFunctions>& changed) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   StatusRequest req;
-  if (changed && last_ && !republishDelay_) {  // after a failure: whole
+  if (changed && last_ && !republish_.delay()) {  // after a failure: whole
     req.previous = last_.get();
     req.changed = changed->functions;
     req.rebound = changed->rebound;
@@ -203,8 +202,8 @@ void Agent::observeAndPublish(const std::optional<ChangedFunctions>& changed) {
     republishLater();
   } else {
     ++writes_;
-    if (republishDelay_) spdlog::info("status: written again");
-    republishDelay_.reset();
+    if (republish_.delay()) spdlog::info("status: written again");
+    republish_.reset();
   }
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   spdlog::debug("status: read {} in {:.1f} ms, written in {:.1f} ms",
@@ -235,9 +234,9 @@ void Agent::observeAndPublish(const std::optional<ChangedFunctions>& changed) {
 }
 
 void Agent::republishLater() {
-  republishDelay_ = republishDelay_ ? std::min(*republishDelay_ * 2, kRetryMax) : kRepublishFirst;
-  republishAt_ = std::chrono::steady_clock::now() + *republishDelay_;
-  spdlog::warn("status: reading the host and writing it again in {} ms", republishDelay_->count());
+  republish_.failed();
+  spdlog::warn("status: reading the host and writing it again in {} ms",
+               republish_.delay()->count());
 }
 
 void Agent::republish() { observeAndPublish(); }
@@ -329,7 +328,7 @@ void Agent::reload() {
 
 void Agent::retry() {
   if (!mode()) {
-    retryDelay_.reset();
+    retry_.reset();
     return;
   }
   spdlog::info("retrying the convergence to {}",
@@ -344,9 +343,8 @@ int Agent::run(EventSource& events, SignalSource& signals) {
   for (;;) {
     pollfd fds[2] = {{events.fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
     // The next timer: a failed convergence's retry, a failed status's republish.
-    std::optional<Clock::time_point> due;
-    if (retryDelay_) due = retryAt_;
-    if (republishDelay_ && (!due || republishAt_ < *due)) due = republishAt_;
+    std::optional<Clock::time_point> due = retry_.at();
+    if (auto r = republish_.at(); r && (!due || *r < *due)) due = r;
     int timeout = -1;
     if (due) {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(*due - Clock::now());
@@ -360,8 +358,8 @@ int Agent::run(EventSource& events, SignalSource& signals) {
     }
     // A timer's time: on a timeout, or when events or signals kept poll from timing out (a
     // device that sends events without pause must not put a retry off for ever).
-    if (retryDelay_ && Clock::now() >= retryAt_) retry();
-    if (republishDelay_ && Clock::now() >= republishAt_) republish();
+    if (retry_.due(Clock::now())) retry();
+    if (republish_.due(Clock::now())) republish();
     if (n == 0) continue;
     // Signals first: SIGTERM leaves every device where it is (a VM may be using it).
     if (fds[1].revents & POLLIN) {

@@ -6,6 +6,7 @@
 // 100 ms of the event that changed it.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -39,6 +40,31 @@ inline constexpr std::chrono::milliseconds kRetryMax{300000};
 // again after kRepublishFirst, doubling per failure up to kRetryMax. Without it the status stays
 // stale until the next event, and a scoped re-read would build on the read that failed.
 inline constexpr std::chrono::milliseconds kRepublishFirst{1000};
+
+// One of the agent's timers: armed by a failure, `first` after the first and twice the last
+// delay after each further one (at most kRetryMax), disarmed by a success.
+class Backoff {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Backoff(std::chrono::milliseconds first) : first_(first) {}
+  void failed() {
+    delay_ = delay_ ? std::min(*delay_ * 2, kRetryMax) : first_;
+    at_ = Clock::now() + *delay_;
+  }
+  void reset() { delay_.reset(); }
+  // The current delay; nullopt while disarmed.
+  std::optional<std::chrono::milliseconds> delay() const { return delay_; }
+  // When it fires; nullopt while disarmed.
+  std::optional<Clock::time_point> at() const {
+    return delay_ ? std::optional<Clock::time_point>(at_) : std::nullopt;
+  }
+  bool due(Clock::time_point now) const { return delay_ && now >= at_; }
+
+ private:
+  std::chrono::milliseconds first_;
+  std::optional<std::chrono::milliseconds> delay_;
+  Clock::time_point at_{};
+};
 
 // The PCI functions a burst of events names, when each event is a bind, unbind or change of a
 // PCI function or a vfio group node coming or going with a bind: then the status needs only
@@ -89,12 +115,12 @@ class Agent {
   void reload();
   // The back-off before the next retry of a failed convergence; nullopt when the last one
   // succeeded (then the loop has no timer at all).
-  std::optional<std::chrono::milliseconds> retryDelay() const { return retryDelay_; }
+  std::optional<std::chrono::milliseconds> retryDelay() const { return retry_.delay(); }
   // The retry: converge again and publish.
   void retry();
   // The back-off before the status is read and written again; nullopt when the last read and
   // write succeeded.
-  std::optional<std::chrono::milliseconds> republishDelay() const { return republishDelay_; }
+  std::optional<std::chrono::milliseconds> republishDelay() const { return republish_.delay(); }
   // Reads the host whole and writes the status (the loop calls it when republishDelay is due).
   void republish();
 
@@ -127,11 +153,9 @@ class Agent {
   };
   std::optional<PreflightCache> preflightCache_;
   StaticInputs statics_;  // node name, pci.ids, modules.alias: also dropped on convergence
-  std::set<std::string> failedDrift_;                    // the drift a reconcile already failed on
-  std::optional<std::chrono::milliseconds> retryDelay_;  // set while the last convergence failed
-  std::chrono::steady_clock::time_point retryAt_{};
-  std::optional<std::chrono::milliseconds> republishDelay_;  // set while the status is stale
-  std::chrono::steady_clock::time_point republishAt_{};
+  std::set<std::string> failedDrift_;   // the drift a reconcile already failed on
+  Backoff retry_{kRetryFirst};          // armed while the last convergence failed
+  Backoff republish_{kRepublishFirst};  // armed while the status is stale
   std::atomic<size_t> writes_{0};
   std::atomic<size_t> convergences_{0};
 };
