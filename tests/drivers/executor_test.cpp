@@ -795,10 +795,15 @@ void vfToVfio(VRig& r, const char* vf) {
   REQUIRE(r.driver(vf) == std::optional<std::string>("vfio-pci"));
 }
 
-TEST_CASE("a VF on vfio-pci whose override names vfio-pci is moved to the host driver", "[vgpu]") {
-  VRig r("vgpu-two-a10");
+// Two A10s in vm-vgpu, then one VF that carries no vGPU handed to vfio-pci by hand.
+void vgpuWithVfOnVfio(VRig& r) {
   r.apply(Mode::kVmVgpu);
   vfToVfio(r, "0000:3b:00.6");
+}
+
+TEST_CASE("a VF on vfio-pci whose override names vfio-pci is moved to the host driver", "[vgpu]") {
+  VRig r("vgpu-two-a10");
+  vgpuWithVfOnVfio(r);
   Plan p = r.plan(Mode::kVmVgpu, "A10-4Q");
   auto steps = describe(p);
   CHECK(std::find(steps.begin(), steps.end(), "0000:3b:00.6: set driver_override to nvidia") !=
@@ -814,8 +819,7 @@ TEST_CASE("a VF moved to the host driver is put back on its driver by a rollback
   size_t writes = 0, steps = 0;
   {
     VRig probe("vgpu-two-a10");
-    probe.apply(Mode::kVmVgpu);
-    vfToVfio(probe, "0000:3b:00.6");
+    vgpuWithVfOnVfio(probe);
     const size_t first = probe.kernel.writeCount();
     steps = probe.plan(Mode::kVmVgpu, "A10-4Q").steps.size();
     probe.apply(Mode::kVmVgpu, "A10-4Q");
@@ -825,8 +829,7 @@ TEST_CASE("a VF moved to the host driver is put back on its driver by a rollback
   for (size_t k = 0; k < writes; ++k) {
     INFO("failure at write " << k << " of " << writes);
     VRig r("vgpu-two-a10");
-    r.apply(Mode::kVmVgpu);
-    vfToVfio(r, "0000:3b:00.6");
+    vgpuWithVfOnVfio(r);
     auto before = r.fx.deviceState();
     Plan p = r.plan(Mode::kVmVgpu, "A10-4Q");
     r.kernel.failWrite(r.kernel.writeCount() + k, EIO);
@@ -838,8 +841,7 @@ TEST_CASE("a VF moved to the host driver is put back on its driver by a rollback
   for (size_t k = 0; k < steps; ++k) {
     INFO("crash after step " << k << " of " << steps);
     VRig r("vgpu-two-a10");
-    r.apply(Mode::kVmVgpu);
-    vfToVfio(r, "0000:3b:00.6");
+    vgpuWithVfOnVfio(r);
     auto before = r.fx.deviceState();
     r.opt.afterStep = [k](size_t i) { return i != k; };
     REQUIRE_FALSE(applyPlan(r.k, r.plan(Mode::kVmVgpu, "A10-4Q"), r.opt));
@@ -852,8 +854,7 @@ TEST_CASE("a VF moved to the host driver is put back on its driver by a rollback
 
 TEST_CASE("a VM holding a VF on vfio-pci blocks the plan that moves the VF", "[vgpu]") {
   VRig r("vgpu-two-a10");
-  r.apply(Mode::kVmVgpu);
-  vfToVfio(r, "0000:3b:00.6");
+  vgpuWithVfOnVfio(r);
   auto f = readPciFunction(r.kernel, *parseBdf("0000:3b:00.6"));
   REQUIRE(f);
   REQUIRE(f->iommuGroup);

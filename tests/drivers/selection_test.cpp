@@ -107,18 +107,9 @@ devices:
           std::vector<Bdf>{*parseBdf("0000:00:14.0"), *parseBdf("0000:00:1f.3")});
   }
   SECTION("a bridge on a driver other than pcieport is foreign: vfio could not take the group") {
-    // Since Linux 5.19 vfio claims DMA ownership of the whole group; only members without a
-    // driver or on vfio, pci-stub or pcieport allow it. A root port on pcieport and an unbound
-    // host bridge stay put; an ISA bridge on lpc_ich makes the group unusable.
-    Fixture fx(Fixture::HostYaml{R"(kernel: 6.1.0-test-amd64
-cmdline: intel_iommu=on
-modules: [nvidia, lpc_ich]
-devices:
-  - {bdf: "0000:00:00.0", id: "8086:a700", class: "060000", group: 30}
-  - {bdf: "0000:00:01.0", id: "8086:a70d", class: "060400", group: 30, driver: pcieport}
-  - {bdf: "0000:00:1f.0", id: "8086:7a04", class: "060100", group: 30, driver: lpc_ich}
-  - {bdf: "0000:01:00.0", id: "10de:2236", class: "030200", group: 30, driver: nvidia}
-)"});
+    // A root port on pcieport and an unbound host bridge stay put; an ISA bridge on lpc_ich in
+    // the GPU's group makes it unusable (the fixture says why).
+    Fixture fx("bridge-on-driver");
     RootHost host(fx.root());
     auto s = readSnapshot(host);
     REQUIRE(s);

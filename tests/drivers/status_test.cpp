@@ -125,15 +125,7 @@ TEST_CASE("what each golden host is, in words", "[status]") {
 
 TEST_CASE("a group is not viable while a bridge in it is on a driver other than pcieport",
           "[status]") {
-  Fixture fx(Fixture::HostYaml{R"(kernel: 6.1.0-test-amd64
-cmdline: intel_iommu=on
-modules: [vfio_pci, lpc_ich]
-devices:
-  - {bdf: "0000:00:00.0", id: "8086:a700", class: "060000", group: 30}
-  - {bdf: "0000:00:01.0", id: "8086:a70d", class: "060400", group: 30, driver: pcieport}
-  - {bdf: "0000:00:1f.0", id: "8086:7a04", class: "060100", group: 30, driver: lpc_ich}
-  - {bdf: "0000:01:00.0", id: "10de:2236", class: "030200", group: 30, driver: vfio-pci}
-)"});
+  Fixture fx("bridge-on-driver");
   auto o = observeScenario(fx);
   const auto* c = o->doc.condition("GroupsViable");
   REQUIRE(c);
