@@ -178,10 +178,11 @@ CheckResult checkIommuPt(const PlatformFacts& p, const Cmdline& running, const B
   if (!vmMode(mode)) return skipForMode(id, mode);
   // iommu=pt is x86's (arch/x86/kernel/pci-dma.c); arm64 reads only iommu.passthrough=.
   const std::string arg = p.cpu.arm64 ? "iommu.passthrough=1" : "iommu=pt";
-  if (iommuPassthrough(running)) {
-    auto v = cmdlineValue(running, "iommu.passthrough");
+  auto v = cmdlineValue(running, "iommu.passthrough");
+  const bool param = v && paramTruthy(*v);
+  if (p.cpu.arm64 ? param : iommuPassthrough(running)) {
     return makeCheck(id, CheckStatus::kPass,
-                     v && paramTruthy(*v) ? "iommu.passthrough=" + *v : std::string("iommu=pt"));
+                     param ? "iommu.passthrough=" + *v : std::string("iommu=pt"));
   }
   return makeCheck(id, CheckStatus::kWarn,
                    arg + " is not set: host devices go through IOMMU translation (slower host I/O)",

@@ -163,6 +163,10 @@ TEST_CASE("image roots: BLS entries, kernel-install, intremap=off, no kernel",
     CHECK(pt.detail ==
           "iommu.passthrough=1 is not in etc/default/grub (GRUB_CMDLINE_LINUX, "
           "GRUB_CMDLINE_LINUX_DEFAULT)");
+    // iommu=pt is x86's: an arm64 kernel ignores it.
+    fx.write("etc/default/grub", "GRUB_CMDLINE_LINUX=\"iommu=pt\"\n");
+    CHECK(check(imageOn(fx, Mode::kVmPassthrough), "cmdline.iommu-pt").status ==
+          CheckStatus::kWarn);
     fx.write("etc/default/grub", "GRUB_CMDLINE_LINUX=\"iommu.passthrough=1\"\n");
     CHECK(check(imageOn(fx, Mode::kVmPassthrough), "cmdline.iommu-pt").status ==
           CheckStatus::kPass);

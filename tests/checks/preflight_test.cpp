@@ -104,7 +104,8 @@ TEST_CASE("an arm64 (Grace) host: KVM at EL2, the SMMU, MSIs isolated by the ITS
                !Catch::Contains("BIOS/UEFI setup, usually beside VT-d"));
   }
   SECTION("without iommu.passthrough=1 the advice is arm64's argument, not iommu=pt") {
-    fx.write("proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz root=/dev/nvme0n1p2 ro\n");
+    // iommu=pt is x86's: an arm64 kernel ignores it.
+    fx.write("proc/cmdline", "BOOT_IMAGE=/boot/vmlinuz root=/dev/nvme0n1p2 ro iommu=pt\n");
     auto n = preflightOn(fx, Mode::kVmPassthrough);
     CHECK(check(n, "cmdline.iommu-pt").detail ==
           "iommu.passthrough=1 is not set: host devices go through IOMMU translation (slower "
