@@ -182,11 +182,7 @@ CheckResult checkImageIommuPt(const std::vector<CmdlineView>& views,
   if (views.empty())
     return makeCheck(id, CheckStatus::kWarn, std::string(kNoCmdline),
                      addKernelArgsRemedy(arg, boot));
-  auto s = spread(views, [&](const Cmdline& c) {
-    if (!arm64) return iommuPassthrough(c);
-    auto v = cmdlineValue(c, "iommu.passthrough");
-    return v && paramTruthy(*v);
-  });
+  auto s = spread(views, [&](const Cmdline& c) { return iommuPassthrough(c, arm64); });
   if (s.lack.empty()) return makeCheck(id, CheckStatus::kPass, arg + " in " + join(s.have, ", "));
   return makeCheck(id, CheckStatus::kWarn, arg + " is not in " + join(s.lack, ", "),
                    addKernelArgsRemedy(arg, boot));

@@ -148,7 +148,11 @@ std::optional<std::string> iommuOffArg(const Cmdline& c, IommuVendor vendor) {
 
 bool intelIommuOn(const Cmdline& c) { return intelIommuSetting(c).first == true; }
 
-bool iommuPassthrough(const Cmdline& c) {
+bool iommuPassthrough(const Cmdline& c, bool arm64) {
+  if (arm64) {
+    auto v = cmdlineValue(c, "iommu.passthrough");
+    return v && paramTruthy(*v);
+  }
   bool pt = false;
   for (const auto& o : cmdlineOptions(c, "iommu")) {
     if (o.option == "pt" || o.option == "nopt") pt = o.option == "pt";

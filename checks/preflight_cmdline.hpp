@@ -35,8 +35,10 @@ enum class IommuVendor { kIntel, kAmd, kAny };
 // intel_iommu_setup()); amd_iommu= has no "on" to undo an "off" (drivers/iommu/amd/init.c,
 // parse_amd_iommu_options()); iommu=off (arch/x86/kernel/pci-dma.c, no_iommu) stops both.
 std::optional<std::string> iommuOffArg(const Cmdline& c, IommuVendor vendor = IommuVendor::kAny);
-bool intelIommuOn(const Cmdline& c);      // intel_iommu=on last (also "on,sm_on" lists)
-bool iommuPassthrough(const Cmdline& c);  // iommu=pt or iommu.passthrough=1, the last that says
+bool intelIommuOn(const Cmdline& c);  // intel_iommu=on last (also "on,sm_on" lists)
+// iommu=pt or iommu.passthrough=1, the last that says; on arm64 only iommu.passthrough=1 (iommu=pt
+// is x86's, arch/x86/kernel/pci-dma.c).
+bool iommuPassthrough(const Cmdline& c, bool arm64 = false);
 
 // The argument that turns interrupt remapping off, as written ("intremap=off", "nointremap"), or
 // nullopt: both apply in command-line order, and "intremap=on" undoes them

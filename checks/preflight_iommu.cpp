@@ -176,13 +176,11 @@ CheckResult checkIommuPt(const PlatformFacts& p, const Cmdline& running, const B
                          Mode mode) {
   const char* id = "cmdline.iommu-pt";
   if (!vmMode(mode)) return skipForMode(id, mode);
-  // iommu=pt is x86's (arch/x86/kernel/pci-dma.c); arm64 reads only iommu.passthrough=.
   const std::string arg = p.cpu.arm64 ? "iommu.passthrough=1" : "iommu=pt";
-  auto v = cmdlineValue(running, "iommu.passthrough");
-  const bool param = v && paramTruthy(*v);
-  if (p.cpu.arm64 ? param : iommuPassthrough(running)) {
+  if (iommuPassthrough(running, p.cpu.arm64)) {
+    auto v = cmdlineValue(running, "iommu.passthrough");
     return makeCheck(id, CheckStatus::kPass,
-                     param ? "iommu.passthrough=" + *v : std::string("iommu=pt"));
+                     v && paramTruthy(*v) ? "iommu.passthrough=" + *v : std::string("iommu=pt"));
   }
   return makeCheck(id, CheckStatus::kWarn,
                    arg + " is not set: host devices go through IOMMU translation (slower host I/O)",
@@ -205,6 +203,24 @@ bool unsafeInterruptsAllowed(const PlatformFacts& p, const Cmdline& running,
 
 const char* kUnsafeInterruptsLine = "options vfio_iommu_type1 allow_unsafe_interrupts=1";
 
+// The verdict when MSIs are not isolated: vfio refuses the group (FAIL), unless
+// allow_unsafe_interrupts lets VMs start anyway (WARN). `remedy` fixes the host; the FAIL adds the
+// insecure way out.
+CheckResult notIsolated(const char* id, const std::string& detail, std::string remedy,
+                        bool unsafe) {
+  if (unsafe) {
+    return makeCheck(id, CheckStatus::kWarn,
+                     detail +
+                         "; vfio_iommu_type1 allow_unsafe_interrupts=1 lets VMs start anyway (a "
+                         "guest can forge interrupts)",
+                     std::move(remedy));
+  }
+  remedy += "; only if the hardware cannot: add the line \"" + std::string(kUnsafeInterruptsLine) +
+            "\" to /etc/modprobe.d/vfio.conf (insecure: a guest can forge MSIs)";
+  return makeCheck(id, CheckStatus::kFail, detail + ": vfio refuses to attach devices (EPERM)",
+                   std::move(remedy));
+}
+
 // Arm has no interrupt remapping; what vfio asks for is MSI isolation (vfio_iommu_type1 refuses a
 // group with EPERM without it), and a GICv3 ITS gives it: its MSI domains carry
 // IRQ_DOMAIN_FLAG_ISOLATED_MSI (drivers/irqchip/irq-gic-v3-its.c), a GICv2m frame's do not.
@@ -226,20 +242,10 @@ CheckResult armMsiIsolation(const PlatformFacts& p, bool unsafe, const char* id)
   const std::string detail =
       "no interrupt in /proc/interrupts goes through a GIC ITS (ITS-): MSIs are not isolated "
       "(arm64 has no interrupt remapping; a GICv2m frame does not isolate)";
-  const std::string remedy =
-      "enable the GICv3 ITS in the firmware (the ACPI MADT's ITS entries), or use a platform that "
-      "has one";
-  if (unsafe) {
-    return makeCheck(id, CheckStatus::kWarn,
-                     detail +
-                         "; vfio_iommu_type1 allow_unsafe_interrupts=1 lets VMs start "
-                         "anyway (a guest can forge interrupts)",
-                     remedy);
-  }
-  return makeCheck(id, CheckStatus::kFail, detail + ": vfio refuses to attach devices (EPERM)",
-                   remedy + "; only if the hardware cannot: add the line \"" +
-                       std::string(kUnsafeInterruptsLine) +
-                       "\" to /etc/modprobe.d/vfio.conf (insecure: a guest can forge MSIs)");
+  return notIsolated(id, detail,
+                     "enable the GICv3 ITS in the firmware (the ACPI MADT's ITS entries), or use a "
+                     "platform that has one",
+                     unsafe);
 }
 
 }  // namespace
@@ -298,22 +304,11 @@ CheckResult checkInterruptRemapping(const PlatformFacts& p, const Cmdline& runni
     detail += "; the hardware supports it (ecap IR) but the kernel has not enabled it";
   else if (hwNo)
     detail += "; the IOMMU does not support it (ecap IR bit clear)";
-  std::string remedy =
-      intremapOff ? removeKernelArgRemedy(*intremapOff, boot)
-                  : "enable Interrupt Remapping (and x2APIC) in the BIOS/UEFI setup, usually "
-                    "beside VT-d, then reboot";
-  if (unsafe) {
-    return makeCheck(
-        id, CheckStatus::kWarn,
-        detail +
-            "; vfio_iommu_type1 allow_unsafe_interrupts=1 lets VMs start anyway (a guest can "
-            "forge interrupts)",
-        remedy);
-  }
-  remedy += "; only if the hardware cannot: add the line \"" + std::string(kUnsafeInterruptsLine) +
-            "\" to /etc/modprobe.d/vfio.conf (insecure: a guest can forge MSIs)";
-  return makeCheck(id, CheckStatus::kFail, detail + ": vfio refuses to attach devices (EPERM)",
-                   remedy);
+  return notIsolated(id, detail,
+                     intremapOff ? removeKernelArgRemedy(*intremapOff, boot)
+                                 : "enable Interrupt Remapping (and x2APIC) in the BIOS/UEFI "
+                                   "setup, usually beside VT-d, then reboot",
+                     unsafe);
 }
 
 }  // namespace hostprep
