@@ -438,8 +438,8 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
         // autoprobe off, and where it names another driver (a VF once given to vfio-pci by
         // hand: a probe binds a device to its override's driver only, pci_match_device()).
         const bool autoprobe = f.sriovDriversAutoprobe.value_or(true);
-        const bool otherOverride = vf && vf->driverOverride && *vf->driverOverride != in.hostDriver;
-        if (otherOverride || (!autoprobe && !(vf && vf->driverOverride == in.hostDriver)))
+        const bool overrideOk = vf && vf->driverOverride == in.hostDriver;
+        if (!overrideOk && (!autoprobe || (vf && vf->driverOverride)))
           add(StepKind::kSetOverride, in.hostDriver);
         if (vf && vf->driver) add(StepKind::kUnbind, *vf->driver);
         if (vf)

@@ -139,8 +139,7 @@ Result<Selection> selectDevices(const Snapshot& s, const SelectionOptions& opt) 
       // A bridge stays put when it lets vfio take the group (pcieport, or no driver); one on
       // another driver (a host or ISA bridge on an EDAC or LPC driver) is judged like any other
       // member below. NVSwitches follow their own policy (nvSwitchesWithGpus).
-      const bool nvSwitch = m->id.vendor == kNvidiaVendor && classPrefix(m->classCode) == 0x0680;
-      if (m->bdf == g->bdf || (isBridge(m->classCode) && (letsVfioTakeGroup(*m) || nvSwitch)))
+      if (m->bdf == g->bdf || (isBridge(m->classCode) && (letsVfioTakeGroup(*m) || isNvSwitch(*m))))
         continue;
       // A companion is the GPU's own: its vendor's, a consumer the kernel linked to it, or an
       // audio / USB / serial-bus function in its slot. Another vendor's controller elsewhere in
