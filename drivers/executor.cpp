@@ -162,16 +162,23 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
 // Puts sriov_numvfs back. Writes directly where the PF's driver can configure SR-IOV; otherwise
 // (ENOENT: nvidia) parks the PF on pci-pf-stub for the write, as sriov-manage does, and returns
 // it to the driver and override it had.
-Status restoreNumVfs(Kernel& k, const Bdf& pf, int want, const ApplyOptions& opt) {
+// A write that does not return in time leaves the PF's device lock taken (see JournalSriov): it
+// sets *pending and returns at once, touching the PF no further.
+Status restoreNumVfs(Kernel& k, const Bdf& pf, int want, const ApplyOptions& opt, bool* pending) {
   Host& h = k.host;
   const std::string attr = hostPath(pciDevicePath(pf), "sriov_numvfs");
   auto now = [&] { return parseUnsigned(readTrimmed(h, attr).value_or("")).value_or(0); };
+  auto timed = [&](const std::string& count) -> Status {
+    auto s = h.writeAttr(attr, count, opt.unbindTimeout);
+    if (!s && s.error().err == ETIMEDOUT) *pending = true;
+    return s;
+  };
   auto write = [&]() -> Status {
     if (now() == static_cast<uint64_t>(want)) return {};
     if (now() != 0 && want != 0) {
-      if (auto s = h.writeAttr(attr, "0", opt.unbindTimeout); !s) return s;
+      if (auto s = timed("0"); !s) return s;
     }
-    return h.writeAttr(attr, std::to_string(want), opt.unbindTimeout);
+    return timed(std::to_string(want));
   };
   auto fail = [&](const Error& e) {
     return sysError(
@@ -192,6 +199,7 @@ Status restoreNumVfs(Kernel& k, const Bdf& pf, int want, const ApplyOptions& opt
     return fail(r.error());
   }
   s = write();
+  if (*pending) return fail(s.error());  // the PF is locked: it stays on pci-pf-stub for now
   auto back = restoreDevice(k, pf, *before, opt);
   if (!s) return fail(s.error());
   if (!back) return back;
@@ -210,13 +218,20 @@ std::optional<Error> stillUnbinding(const Host& h, const JournalDevice& d, bool 
                   EBUSY, "stop the process holding the device; the next run restores it");
 }
 
+// Writes a rollback left running in the kernel (they timed out): unbinds (device, driver) and
+// sriov_numvfs writes (PF).
+struct PendingWrites {
+  std::map<Bdf, std::string> unbinds;
+  std::set<Bdf> numVfs;
+};
+
 // Rolls back everything the journal covers, in the order that keeps each write legal: new vGPU
 // devices go; VFs the run enabled go (vfio refuses a PF with VFs); drivers go back; VFs the run
 // disabled come back; then the vGPU devices it removed. Returns the first error, if any.
-// `inRun`: the rollback of the run that wrote the journal, which knows its timed-out unbinds.
-// A device whose unbind times out in the rollback itself is added to `pending` (bdf, driver).
+// `inRun`: the rollback of the run that wrote the journal, which knows its timed-out writes.
+// A write that times out in the rollback itself is added to `pending`.
 Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& devices,
-                const ApplyOptions& opt, bool inRun, std::map<Bdf, std::string>& pending) {
+                const ApplyOptions& opt, bool inRun, PendingWrites& pending) {
   Status first;
   auto keep = [&](Status s) {
     if (!s && first.ok()) first = s;
@@ -228,22 +243,53 @@ Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& 
       stuck.insert(it->bdf);
     }
   }
-  if (!jr.vgpuGpus.empty()) keep(removeNewVgpus(k, jr));
+  // A PF whose sriov_numvfs write still runs (this run's, an earlier one's, or one of this
+  // rollback's that times out): it, its VFs and their vGPU devices stay as they are.
+  std::set<Bdf> stuckPfs;
+  auto lockedPf = [&](const Bdf& pf) {
+    stuckPfs.insert(pf);
+    stuck.insert(pf);
+    for (const auto& vf : linkedVfs(k.host, pf)) stuck.insert(vf);
+  };
   for (const auto& sv : jr.sriov) {
-    if (sv.numvfs == 0 && !stuck.count(sv.pf)) keep(restoreNumVfs(k, sv.pf, 0, opt));
+    if (!sv.pendingWrite || (!inRun && !numVfsWriteStillPending(k.host, sv.pf))) continue;
+    keep(sysError(sv.pf.str() +
+                      ": left as it is: its sriov_numvfs write is still pending (the kernel is "
+                      "still removing a VF whose driver's remove() is blocked)",
+                  EBUSY, "stop the VM or process holding the VF; the next run restores it"));
+    lockedPf(sv.pf);
+  }
+  auto numVfs = [&](const JournalSriov& sv, int want) {
+    if (stuck.count(sv.pf)) return;
+    bool timedOut = false;
+    keep(restoreNumVfs(k, sv.pf, want, opt, &timedOut));
+    if (!timedOut) return;
+    pending.numVfs.insert(sv.pf);
+    lockedPf(sv.pf);
+  };
+  auto unstuck = [&] {  // the vGPU part of the journal, less what is stuck
+    Journal free = jr;
+    std::erase_if(free.vgpuGpus, [&](const Bdf& g) { return stuckPfs.count(g) != 0; });
+    std::erase_if(free.vgpus, [&](const VgpuDevice& d) { return stuck.count(d.parent) != 0; });
+    return free;
+  };
+  if (Journal free = unstuck(); !free.vgpuGpus.empty()) keep(removeNewVgpus(k, free));
+  for (const auto& sv : jr.sriov) {
+    if (sv.numvfs == 0) numVfs(sv, 0);
   }
   for (auto it = devices.rbegin(); it != devices.rend(); ++it) {
     if (stuck.count(it->bdf)) continue;
     std::optional<std::string> unbinding;
     keep(restoreDevice(k, it->bdf, it->original, opt, &unbinding));
-    if (unbinding) pending[it->bdf] = *unbinding;
+    if (unbinding) pending.unbinds[it->bdf] = *unbinding;
   }
   for (const auto& sv : jr.sriov) {
-    if (sv.numvfs != 0 && !stuck.count(sv.pf)) keep(restoreNumVfs(k, sv.pf, sv.numvfs, opt));
+    if (sv.numvfs != 0) numVfs(sv, sv.numvfs);
   }
-  if (!jr.vgpus.empty()) keep(recreateVgpus(k, jr));
+  if (Journal free = unstuck(); !free.vgpus.empty()) keep(recreateVgpus(k, free));
   // An unbindLock the run took and never got to use (the PF stayed on nvidia) is given back.
   for (const auto& sv : jr.sriov) {
+    if (stuckPfs.count(sv.pf)) continue;
     if (readTrimmed(k.host, unbindLockPath(sv.pf)) == "1") {
       keep(k.host.writeAttr(unbindLockPath(sv.pf), "0"));
     }
@@ -251,12 +297,16 @@ Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& 
   return first;
 }
 
-// After a rollback whose unbinds timed out: the journal says so, so that the next run and the
-// status read around those devices (their device lock stays taken until remove() returns).
-void markPending(Host& host, Journal jr, const std::map<Bdf, std::string>& pending) {
-  if (pending.empty()) return;
+// After a rollback whose writes timed out: the journal says so, so that the next run and the
+// status read around those devices (their device lock stays taken until the kernel is done).
+void markPending(Host& host, Journal jr, const PendingWrites& pending) {
+  if (pending.unbinds.empty() && pending.numVfs.empty()) return;
   for (auto& d : jr.devices) {
-    if (auto it = pending.find(d.bdf); it != pending.end()) d.pendingUnbind = it->second;
+    if (auto it = pending.unbinds.find(d.bdf); it != pending.unbinds.end())
+      d.pendingUnbind = it->second;
+  }
+  for (auto& sv : jr.sriov) {
+    if (pending.numVfs.count(sv.pf)) sv.pendingWrite = true;
   }
   (void)writeJournal(host, jr);
 }
@@ -494,9 +544,13 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
       if (const auto* mv = moveOf(*st.bdf)) opt.onDevice(*mv, s);
     }
     if (!s) {
-      if (st.kind == StepKind::kUnbind && s.error().err == ETIMEDOUT) {
+      if (s.error().err == ETIMEDOUT &&
+          (st.kind == StepKind::kUnbind || st.kind == StepKind::kSetNumVfs)) {
         for (auto& d : jr.devices) {
-          if (d.bdf == *st.bdf) d.pendingUnbind = st.arg;
+          if (st.kind == StepKind::kUnbind && d.bdf == *st.bdf) d.pendingUnbind = st.arg;
+        }
+        for (auto& sv : jr.sriov) {
+          if (st.kind == StepKind::kSetNumVfs && sv.pf == *st.bdf) sv.pendingWrite = true;
         }
         jr.next = i;
         (void)journal();
@@ -572,7 +626,7 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
     }
     jr.devices = devices;  // what a later run must still restore if this rollback cannot
     (void)writeJournal(k.host, jr);
-    std::map<Bdf, std::string> pending;
+    PendingWrites pending;
     auto rb = rollBack(k, jr, devices, opt, true, pending);
     markPending(k.host, jr, pending);
     res.rolledBack = true;
@@ -596,7 +650,7 @@ Result<std::optional<size_t>> recoverJournal(Kernel& k, const ApplyOptions& opt)
   if (!jr) return jr.error();
   if (!*jr) return std::optional<size_t>{};
   const Journal& j = **jr;
-  std::map<Bdf, std::string> pending;
+  PendingWrites pending;
   if (auto s = rollBack(k, j, j.devices, opt, false, pending); !s) {
     markPending(k.host, j, pending);
     Error e = s.error();

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "drivers/snapshot.hpp"
+#include "drivers/text.hpp"
 #include "drivers/validate.hpp"
 
 namespace hostprep {
@@ -37,7 +38,10 @@ std::string toJson(const Journal& jr) {
     j["steps"].push_back(st);
   }
   j["sriov"] = json::array();
-  for (const auto& s : jr.sriov) j["sriov"].push_back({{"pf", s.pf.str()}, {"numvfs", s.numvfs}});
+  for (const auto& s : jr.sriov) {
+    j["sriov"].push_back(
+        {{"pf", s.pf.str()}, {"numvfs", s.numvfs}, {"pending_write", s.pendingWrite}});
+  }
   j["vgpu_gpus"] = json::array();
   for (const auto& b : jr.vgpuGpus) j["vgpu_gpus"].push_back(b.str());
   j["vgpus"] = json::array();
@@ -187,7 +191,12 @@ Result<Journal> parseJournalJson(const json& j) {
     if (!pf) return pf.error();
     auto n = intField(sriov[i], "numvfs", 0, 4096);
     if (!n) return bad(where + ": \"numvfs\" is not a VF count 0..4096");
-    jr.sriov.push_back({*pf, static_cast<int>(*n)});
+    bool pending = false;
+    if (auto p = sriov[i].find("pending_write"); p != sriov[i].end()) {
+      if (!p->is_boolean()) return bad(where + ": \"pending_write\" is not true or false");
+      pending = p->get<bool>();
+    }
+    jr.sriov.push_back({*pf, static_cast<int>(*n), pending});
   }
   for (size_t i = 0; i < vgpuGpus.size(); ++i) {
     auto b = bdfString(vgpuGpus[i], "vgpu_gpus[" + std::to_string(i) + "]");
@@ -313,7 +322,7 @@ Result<RunLock> RunLock::acquire(Host& host, std::chrono::milliseconds timeout) 
   }
 }
 
-std::set<Bdf> pendingUnbinds(const Host& host) {
+std::set<Bdf> lockedByPendingWrites(const Host& host) {
   std::set<Bdf> out;
   if (!host.exists(kJournalPath)) return out;
   auto jr = readJournal(host);
@@ -321,6 +330,31 @@ std::set<Bdf> pendingUnbinds(const Host& host) {
   for (const auto& d : (*jr)->devices) {
     if (d.pendingUnbind && unbindStillPending(host, d.bdf, *d.pendingUnbind)) out.insert(d.bdf);
   }
+  for (const auto& sv : (*jr)->sriov) {
+    if (!sv.pendingWrite || !numVfsWriteStillPending(host, sv.pf)) continue;
+    out.insert(sv.pf);
+    for (const auto& vf : linkedVfs(host, sv.pf)) out.insert(vf);
+  }
+  return out;
+}
+
+bool numVfsWriteStillPending(const Host& host, const Bdf& pf) {
+  auto r =
+      host.readAttr(hostPath(pciDevicePath(pf), "sriov_numvfs"), std::chrono::milliseconds(1000));
+  return !r && r.error().err == ETIMEDOUT;
+}
+
+std::vector<Bdf> linkedVfs(const Host& host, const Bdf& pf) {
+  std::vector<Bdf> out;
+  auto names = host.list(pciDevicePath(pf));
+  if (!names) return out;
+  for (const auto& n : *names) {
+    if (!startsWith(n, "virtfn")) continue;
+    if (auto target = readLinkName(host, hostPath(pciDevicePath(pf), n))) {
+      if (auto b = parseBdf(*target)) out.push_back(*b);
+    }
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -35,6 +35,10 @@ struct JournalDevice {
 struct JournalSriov {
   Bdf pf;
   int numvfs = 0;  // sriov_numvfs before the run
+  // Set when a write to its sriov_numvfs did not return in time: the kernel may still be
+  // removing a VF (a VF driver's remove() waits for whoever holds the VF) with the PF's device
+  // lock taken (sriov_numvfs_store), so neither the PF nor its VFs may be touched until it is done.
+  bool pendingWrite = false;
 };
 
 // Version 2 adds the vGPU state; version 1 journals (no vGPU keys) still parse.
@@ -69,9 +73,19 @@ class RunLock {
   FileLock lock_;
 };
 
-// Devices whose unbind the journal records as pending (it timed out) and that are still
-// unbinding now (unbindStillPending): their device lock is held, and reading their
-// driver_override or sriov_numvfs would block. Empty without a journal or with an unreadable one.
-std::set<Bdf> pendingUnbinds(const Host& host);
+// Devices whose device lock a write the journal records as pending (it timed out) still holds:
+// an unbind still running (unbindStillPending), and a PF whose sriov_numvfs write is still
+// running (numVfsWriteStillPending) with its VFs. Reading their driver_override or sriov_numvfs
+// would block. Empty without a journal or with an unreadable one.
+std::set<Bdf> lockedByPendingWrites(const Host& host);
+
+// Is a write to this PF's sriov_numvfs still running in the kernel? Its show() takes the device
+// lock the write holds (drivers/pci/iov.c sriov_numvfs_show, Linux 5.15+), so a timed read of it
+// that does not answer means yes. On older kernels the read answers, and the next write (timed)
+// finds out. A blocked read leaves one child process waiting in the kernel until it is done.
+bool numVfsWriteStillPending(const Host& host, const Bdf& pf);
+
+// The VFs of a PF as its virtfn links name them now (a link read takes no device lock).
+std::vector<Bdf> linkedVfs(const Host& host, const Bdf& pf);
 
 }  // namespace hostprep

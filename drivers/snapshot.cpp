@@ -458,7 +458,7 @@ Result<Snapshot> readSnapshot(const Host& host) {
     return e;
   }
   Snapshot s;
-  const std::set<Bdf> locked = pendingUnbinds(host);
+  const std::set<Bdf> locked = lockedByPendingWrites(host);
   for (const auto& name : *devices) {
     auto bdf = parseBdf(name);
     if (!bdf) continue;
@@ -487,7 +487,7 @@ Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole) {
   auto devices = host.list("sys/bus/pci/devices");
   if (!devices) return readSnapshot(host);  // the same error, with its advice
   Snapshot s;
-  const std::set<Bdf> locked = pendingUnbinds(host);
+  const std::set<Bdf> locked = lockedByPendingWrites(host);
   // A VF's routing ID is its PF's plus a positive offset (PCIe SR-IOV, First VF Offset), so in BDF
   // order a PF comes before its VFs: each PF's VFs are known (read light at once) before they are
   // reached. A VF whose PF did not name it is read as any function.
@@ -566,7 +566,7 @@ Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole) {
 Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
                                  const std::set<Bdf>& changed, const std::set<Bdf>& rebound) {
   Snapshot s = before;
-  const std::set<Bdf> locked = changed.empty() ? std::set<Bdf>{} : pendingUnbinds(host);
+  const std::set<Bdf> locked = changed.empty() ? std::set<Bdf>{} : lockedByPendingWrites(host);
   for (const auto& bdf : changed) {
     PciFunction* known = s.find(bdf);
     if (!known) return readSnapshot(host);  // new to us: read all

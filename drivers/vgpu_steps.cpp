@@ -73,11 +73,15 @@ Status setNumVfs(Host& h, const Step& st, const ApplyOptions& opt) {
   if (!want) return stepError(st, sysError("bad VF count '" + st.arg + "'", EINVAL));
   if (auto s = h.writeAttr(attr, st.arg, opt.unbindTimeout); !s) {
     const int e = s.error().err;
-    std::string advice = e == ERANGE   ? "the count is above sriov_totalvfs"
-                         : e == ENOENT ? "no driver is bound to the PF, or its driver cannot "
-                                         "configure SR-IOV; see dmesg"
-                         : e == EBUSY  ? "VFs are enabled already: write 0 first"
-                                       : "see dmesg";
+    std::string advice =
+        e == ERANGE      ? "the count is above sriov_totalvfs"
+        : e == ENOENT    ? "no driver is bound to the PF, or its driver cannot configure SR-IOV; "
+                           "see dmesg"
+        : e == EBUSY     ? "VFs are enabled already: write 0 first"
+        : e == ETIMEDOUT ? "the kernel is still removing or adding a VF, usually because a VM or "
+                           "another process holds a VF and its driver's remove() waits for it; "
+                           "find it with 'fuser -v /dev/vfio/*', stop it, and run again"
+                         : "see dmesg";
     return stepError(st, s.error(), advice);
   }
   const int n = static_cast<int>(*want);

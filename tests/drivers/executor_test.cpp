@@ -865,3 +865,90 @@ TEST_CASE("a VM holding a VF on vfio-pci blocks the plan that moves the VF", "[v
   REQUIRE(holders.size() == 1);
   CHECK(holders[0].describe() == "pid 778 (qemu-system-x86) holds " + node);
 }
+
+TEST_CASE(
+    "an sriov_numvfs write that never returns is reported and journalled, and the PF read around",
+    "[vgpu]") {
+  // A VM holds a VF on vfio-pci; leaving vm-vgpu disables the VFs, and the kernel's removal of
+  // that VF waits in vfio-pci's remove() with the PF's device lock taken (sriov_numvfs_store).
+  VRig r("vgpu-two-a10");
+  vgpuWithVfOnVfio(r);
+  const Bdf pf = *parseBdf("0000:3b:00.0"), vf = *parseBdf("0000:3b:00.6");
+  r.kernel.holdDevice(vf);
+  auto res = applyPlan(r.k, r.plan(Mode::kContainer), r.opt);
+  REQUIRE_FALSE(res);
+  CHECK(res.error().err == ETIMEDOUT);
+  CHECK_THAT(res.error().describe(), Catch::Contains("0000:3b:00.0: set sriov_numvfs to 0"));
+  CHECK_THAT(res.error().describe(), Catch::Contains("holds a VF"));
+  CHECK_THAT(res.error().describe(),
+             Catch::Contains("ROLLBACK FAILED: 0000:3b:00.0: left as it is: its sriov_numvfs "
+                             "write is still pending"));
+  // The other GPU is back as it was.
+  CHECK(r.read("sys/bus/pci/devices/0000:86:00.0/sriov_numvfs") == "16");
+  CHECK(r.driver("0000:86:00.0") == std::optional<std::string>("nvidia"));
+  auto jr = readJournal(r.kernel);
+  REQUIRE(jr);
+  REQUIRE(*jr);
+  bool pending = false;
+  for (const auto& sv : (*jr)->sriov) pending = pending || (sv.pf == pf && sv.pendingWrite);
+  CHECK(pending);
+  CHECK(r.kernel.blockedAccesses().empty());
+
+  SECTION("while the holder stays, the next run refuses to touch it") {
+    auto rec = recoverJournal(r.k, r.opt);
+    REQUIRE_FALSE(rec);
+    CHECK_THAT(rec.error().describe(), Catch::Contains("sriov_numvfs write is still pending"));
+    CHECK(r.kernel.exists("run/hostprep/journal.json"));
+    CHECK(r.kernel.blockedAccesses().empty());
+  }
+  SECTION("while the holder stays, a snapshot and a status read around the locked PF") {
+    auto s = readSnapshot(r.kernel);
+    REQUIRE(s);
+    REQUIRE(s->find(pf));
+    CHECK(s->find(pf)->unbindPending);
+    CHECK_FALSE(s->find(pf)->sriovNumVfs);
+    CHECK_FALSE(s->find(*parseBdf("0000:86:00.0"))->unbindPending);
+    CHECK(r.kernel.blockedAccesses().empty());
+  }
+  SECTION("once the holder goes, the next run puts the VFs and vGPUs back") {
+    r.kernel.releaseDevice(vf);  // remove() returns; the write disables the rest of the VFs
+    CHECK(r.read("sys/bus/pci/devices/0000:3b:00.0/sriov_numvfs") == "0");
+    auto rec = recoverJournal(r.k, r.opt);
+    if (!rec) FAIL(rec.error().describe());
+    CHECK(r.read("sys/bus/pci/devices/0000:3b:00.0/sriov_numvfs") == "16");
+    CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("nvidia"));
+    CHECK(r.vgpus().size() == 4);
+    CHECK_FALSE(r.kernel.exists("run/hostprep/journal.json"));
+    CHECK(r.kernel.blockedAccesses().empty());
+  }
+}
+
+TEST_CASE("an sriov_numvfs write of the rollback that never returns is journalled as pending",
+          "[vgpu]") {
+  // The run enables the VFs, a VM takes one, and a vGPU creation fails: the rollback's disable
+  // waits in that VF's remove().
+  VRig r("vgpu-two-a10");
+  auto before = r.fx.deviceState();
+  const Bdf pf = *parseBdf("0000:3b:00.0"), vf = *parseBdf("0000:3b:00.6");
+  r.kernel.holdDevice(vf);
+  r.kernel.failWritesTo("/create", EIO);
+  auto res = applyPlan(r.k, r.plan(Mode::kVmVgpu), r.opt);
+  REQUIRE_FALSE(res);
+  CHECK_THAT(res.error().describe(),
+             Catch::Contains("ROLLBACK FAILED: 0000:3b:00.0: cannot put sriov_numvfs back to 0"));
+  CHECK(r.read("sys/bus/pci/devices/0000:86:00.0/sriov_numvfs") == "0");  // the other is back
+  CHECK(r.driver("0000:86:00.0") == std::optional<std::string>("nvidia"));
+  auto jr = readJournal(r.kernel);
+  REQUIRE(jr);
+  REQUIRE(*jr);
+  bool pending = false;
+  for (const auto& sv : (*jr)->sriov) pending = pending || (sv.pf == pf && sv.pendingWrite);
+  CHECK(pending);
+  CHECK(r.kernel.blockedAccesses().empty());
+
+  r.kernel.releaseDevice(vf);
+  auto rec = recoverJournal(r.k, r.opt);
+  if (!rec) FAIL(rec.error().describe());
+  CHECK(diff(before, r.fx.deviceState()) == "");
+  CHECK(r.kernel.blockedAccesses().empty());
+}

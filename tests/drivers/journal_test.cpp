@@ -52,3 +52,24 @@ TEST_CASE("the journal keeps the vGPU state and reads version 1 journals", "[vgp
     CHECK(odd.error().message == "journal: vgpus[0]: \"interface\" is not \"mdev\" or \"per-vf\"");
   }
 }
+
+TEST_CASE("a PF's sriov_numvfs write left pending is kept, and older journals read as not pending",
+          "[vgpu][journal]") {
+  Journal j;
+  j.mode = Mode::kContainer;
+  j.sriov = {{*parseBdf("0000:3b:00.0"), 16, true}, {*parseBdf("0000:86:00.0"), 16, false}};
+  auto back = parseJournal(toJson(j));
+  REQUIRE(back);
+  REQUIRE(back->sriov.size() == 2);
+  CHECK(back->sriov[0].pendingWrite);
+  CHECK_FALSE(back->sriov[1].pendingWrite);
+  auto old = parseJournal(
+      R"({"version": 2, "mode": "container", "next": 0, "sriov": [{"pf": "0000:3b:00.0", "numvfs": 4}]})");
+  REQUIRE(old);
+  REQUIRE(old->sriov.size() == 1);
+  CHECK_FALSE(old->sriov[0].pendingWrite);
+  auto bad = parseJournal(
+      R"({"version": 2, "mode": "container", "next": 0, "sriov": [{"pf": "0000:3b:00.0", "numvfs": 4, "pending_write": 1}]})");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message == "journal: sriov[0]: \"pending_write\" is not true or false");
+}

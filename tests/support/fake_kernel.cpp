@@ -176,12 +176,11 @@ bool FakeKernel::bind(const Bdf& b, const std::string& driver, int* err) {
 
 std::optional<Bdf> FakeKernel::lockedBy(const std::string& path) const {
   std::lock_guard<std::recursive_mutex> g(mu_);
-  if (pendingUnbind_.empty()) return std::nullopt;
+  if (pendingUnbind_.empty() && pendingNumVfs_.empty()) return std::nullopt;
   const auto parts = split(path, '/');
   if (startsWith(path, "sys/bus/pci/devices/") && parts.size() == 6) {
     auto b = parseBdf(parts[4]);
-    if (b && pendingUnbind_.count(*b) &&
-        (parts[5] == "driver_override" || parts[5] == "sriov_numvfs")) {
+    if (b && lockHeld(*b) && (parts[5] == "driver_override" || parts[5] == "sriov_numvfs")) {
       return b;
     }
   }
@@ -193,9 +192,9 @@ Result<std::string> FakeKernel::read(std::string_view path, size_t cap) const {
   if (auto b = lockedBy(p)) {
     std::lock_guard<std::recursive_mutex> g(mu_);
     blocked_.push_back("read " + p);
-    return sysError(
-        "read of " + p + " would block forever: " + b->str() + "'s unbind holds its device lock",
-        EDEADLK);
+    return sysError("read of " + p + " would block forever: " + b->str() +
+                        "'s unbind or sriov_numvfs write holds its device lock",
+                    EDEADLK);
   }
   return fs_.read(path, cap);
 }
@@ -329,14 +328,14 @@ Status FakeKernel::writeAttr(std::string_view path, std::string_view data,
   std::optional<Bdf> locked = lockedBy(p);
   if (!locked &&
       (endsWith(p, "/bind") || endsWith(p, "/unbind") || p == "sys/bus/pci/drivers_probe")) {
-    if (auto b = parseBdf(trimmed(data)); b && pendingUnbind_.count(*b)) locked = b;
+    if (auto b = parseBdf(trimmed(data)); b && lockHeld(*b)) locked = b;
   }
   if (locked) {
     blocked_.push_back("write " + p);
     if (timeout)
       return sysError("cannot write to " + p + ": blocked on " + locked->str(), ETIMEDOUT);
     return sysError("write to " + p + " would block forever: " + locked->str() +
-                        "'s unbind holds its device lock",
+                        "'s unbind or sriov_numvfs write holds its device lock",
                     EDEADLK);
   }
   auto s = apply(p, std::string(data));
@@ -441,6 +440,13 @@ void FakeKernel::releaseDevice(const Bdf& b) {
   if (it == pendingUnbind_.end()) return;
   unbindNow(b, it->second);
   pendingUnbind_.erase(it);
+  for (auto pf = pendingNumVfs_.begin(); pf != pendingNumVfs_.end(); ++pf) {
+    if (pf->second != b) continue;
+    const Bdf parent = pf->first;
+    pendingNumVfs_.erase(pf);
+    (void)setNumVfs(parent, 0);  // the disable goes on with the VFs after it
+    break;
+  }
 }
 
 Bdf FakeKernel::gpuOf(const Bdf& parent) const {
@@ -469,8 +475,18 @@ Status FakeKernel::setNumVfs(const Bdf& pf, int n) {
       }
     }
     for (int i = 0; i < cur; ++i) {
-      if (auto vf = vfAddress(pf, f->sriovOffset.value_or(1), f->sriovStride.value_or(1), i))
-        removeVf(pf, *vf, i);
+      auto vf = vfAddress(pf, f->sriovOffset.value_or(1), f->sriovStride.value_or(1), i);
+      if (!vf) continue;
+      if (auto d = boundDriver(*vf); d && held_.count(*vf)) {
+        // Its remove() waits for the holder: the write never returns (see holdDevice).
+        pendingUnbind_[*vf] = *d;
+        pendingNumVfs_[pf] = *vf;
+        std::error_code ec;
+        fs::remove(fs_.resolve(hostPath(pciDevicePath(*vf), "driver")), ec);
+        fs::remove(fs_.resolve(hostPath(pciDriverPath(*d), vf->str())), ec);
+        return sysError("a VF's remove() is blocked", ETIMEDOUT);
+      }
+      removeVf(pf, *vf, i);
     }
     putFile(attr, "0\n", 0644);
     return {};

@@ -89,7 +89,11 @@ class FakeKernel final : public Host {
   }
   // An unbind of this device blocks (returns ETIMEDOUT, as the real write would never return).
   // As on the real kernel, the `driver` links go at once (__device_release_driver() removes them
-  // before it calls remove()), and the device lock stays taken until releaseDevice().
+  // before it calls remove()), and the device lock stays taken until releaseDevice(). A held VF
+  // blocks its PF's sriov_numvfs write that disables it the same way: sriov_numvfs_store() holds
+  // the PF's device lock while pci_disable_sriov() removes the VFs in order, so the VFs before
+  // it are gone, it waits in its driver's remove() with its links gone, and both locks stay
+  // taken until releaseDevice(VF), which finishes the write.
   void holdDevice(const Bdf& b) { held_.insert(b); }
   // The holder lets go: a pending unbind of this device completes, as the real remove() would.
   void releaseDevice(const Bdf& b);
@@ -149,6 +153,10 @@ class FakeKernel final : public Host {
   std::vector<std::pair<std::string, int>> failPaths_;
   std::set<Bdf> held_;
   std::map<Bdf, std::string> pendingUnbind_;  // unbinds that "never returned"
+  std::map<Bdf, Bdf> pendingNumVfs_;  // PF -> the VF whose remove() holds up its numvfs write
+  bool lockHeld(const Bdf& b) const {
+    return pendingUnbind_.count(b) != 0 || pendingNumVfs_.count(b) != 0;
+  }
   mutable std::vector<std::string> blocked_;  // accesses that would have blocked
   // The device whose lock a pending unbind holds, if `path` is one of its attributes that takes it.
   std::optional<Bdf> lockedBy(const std::string& path) const;
