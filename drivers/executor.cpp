@@ -249,7 +249,7 @@ Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& 
   auto lockedPf = [&](const Bdf& pf) {
     stuckPfs.insert(pf);
     stuck.insert(pf);
-    for (const auto& vf : linkedVfs(k.host, pf)) stuck.insert(vf);
+    for (const auto& vf : vfSlots(k.host, pf)) stuck.insert(vf);
   };
   for (const auto& sv : jr.sriov) {
     if (!sv.pendingWrite || (!inRun && !numVfsWriteStillPending(k.host, sv.pf))) continue;

@@ -104,9 +104,21 @@ struct ChildJob {
 };
 constexpr size_t kChildStack = size_t{64} * 1024;
 
+#ifndef SYS_close_range
+#define SYS_close_range 436  // Linux 5.9, the same number on x86-64 and arm64
+#endif
+
 // The child: one open and one write or read; its exit status is the errno (0: done).
 __attribute__((no_sanitize("address", "undefined"), noinline)) int childMain(void* arg) {
   auto* job = static_cast<ChildJob*>(arg);
+  // The child has a copy of hostprep's descriptors (clone without CLONE_FILES, like fork), and
+  // the kernel may keep it for as long as a remove() waits. Nothing of hostprep's may stay with
+  // it: not the run lock (a flock(2) lock holds while any descriptor of its open file is open, so
+  // every later run would find the lock taken), not a pipe its caller reads to the end. Kernels
+  // before 5.9 have no close_range(2): the first 1024 descriptors, where hostprep's are.
+  if (sys(SYS_close_range, 0, static_cast<long>(UINT32_MAX), 0) == -ENOSYS) {
+    for (long fd = 0; fd < 1024; ++fd) sys(SYS_close, fd);
+  }
   if (job->path.back() != '\0') return ENAMETOOLONG;  // what open(2) says to a path this long
   const bool write = job->op == ChildOp::kWrite;
   const long flags =

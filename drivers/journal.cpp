@@ -8,6 +8,7 @@
 #include "drivers/snapshot.hpp"
 #include "drivers/text.hpp"
 #include "drivers/validate.hpp"
+#include "drivers/vgpu.hpp"
 
 namespace hostprep {
 namespace {
@@ -333,7 +334,7 @@ std::set<Bdf> lockedByPendingWrites(const Host& host) {
   for (const auto& sv : (*jr)->sriov) {
     if (!sv.pendingWrite || !numVfsWriteStillPending(host, sv.pf)) continue;
     out.insert(sv.pf);
-    for (const auto& vf : linkedVfs(host, sv.pf)) out.insert(vf);
+    for (const auto& vf : vfSlots(host, sv.pf)) out.insert(vf);
   }
   return out;
 }
@@ -344,18 +345,29 @@ bool numVfsWriteStillPending(const Host& host, const Bdf& pf) {
   return !r && r.error().err == ETIMEDOUT;
 }
 
-std::vector<Bdf> linkedVfs(const Host& host, const Bdf& pf) {
-  std::vector<Bdf> out;
-  auto names = host.list(pciDevicePath(pf));
-  if (!names) return out;
-  for (const auto& n : *names) {
-    if (!startsWith(n, "virtfn")) continue;
-    if (auto target = readLinkName(host, hostPath(pciDevicePath(pf), n))) {
-      if (auto b = parseBdf(*target)) out.push_back(*b);
+std::vector<Bdf> vfSlots(const Host& host, const Bdf& pf) {
+  std::set<Bdf> out;
+  const std::string dir = pciDevicePath(pf);
+  auto number = [&](const char* name) {
+    return parseUnsigned(readTrimmed(host, hostPath(dir, name)).value_or("")).value_or(0);
+  };
+  const uint64_t total = std::min<uint64_t>(number("sriov_totalvfs"), 65535);
+  const uint64_t offset = number("sriov_offset"), stride = number("sriov_stride");
+  for (uint64_t i = 0; i < total && offset <= 65535 && stride <= 65535; ++i) {
+    auto vf =
+        vfAddress(pf, static_cast<int>(offset), static_cast<int>(stride), static_cast<int>(i));
+    if (!vf) break;
+    out.insert(*vf);
+  }
+  if (auto names = host.list(dir)) {
+    for (const auto& n : *names) {
+      if (!startsWith(n, "virtfn")) continue;
+      if (auto target = readLinkName(host, hostPath(dir, n))) {
+        if (auto b = parseBdf(*target)) out.insert(*b);
+      }
     }
   }
-  std::sort(out.begin(), out.end());
-  return out;
+  return {out.begin(), out.end()};
 }
 
 }  // namespace hostprep

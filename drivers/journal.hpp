@@ -85,7 +85,10 @@ std::set<Bdf> lockedByPendingWrites(const Host& host);
 // finds out. A blocked read leaves one child process waiting in the kernel until it is done.
 bool numVfsWriteStillPending(const Host& host, const Bdf& pf);
 
-// The VFs of a PF as its virtfn links name them now (a link read takes no device lock).
-std::vector<Bdf> linkedVfs(const Host& host, const Bdf& pf);
+// Every address a VF of this PF can have: sriov_totalvfs of them, placed by sriov_offset and
+// sriov_stride (none of which takes the device lock), and whatever its virtfn links name. Not the
+// links alone: pci_iov_remove_virtfn() removes a VF's virtfn and physfn links before the VF
+// itself, so the VF a disable waits on is linked to its PF no more.
+std::vector<Bdf> vfSlots(const Host& host, const Bdf& pf);
 
 }  // namespace hostprep

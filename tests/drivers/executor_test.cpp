@@ -908,6 +908,14 @@ TEST_CASE(
     CHECK(s->find(pf)->unbindPending);
     CHECK_FALSE(s->find(pf)->sriovNumVfs);
     CHECK_FALSE(s->find(*parseBdf("0000:86:00.0"))->unbindPending);
+    // The VF whose remove() waits is linked to the PF no more (pci_iov_remove_virtfn() removed
+    // its links first), yet it is read around too: a VF slot of the PF.
+    CHECK_FALSE(readLinkName(r.kernel, "sys/bus/pci/devices/0000:3b:00.6/physfn"));
+    REQUIRE(s->find(vf));
+    CHECK(s->find(vf)->unbindPending);
+    auto scoped = readSnapshot(r.kernel, [](const PciFunction&) { return true; });
+    REQUIRE(scoped);
+    CHECK(readVgpuHost(r.kernel, *scoped).devices.size() == 2);  // the other A10's
     CHECK(r.kernel.blockedAccesses().empty());
   }
   SECTION("once the holder goes, the next run puts the VFs and vGPUs back") {

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <linux/kcmp.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -345,6 +346,39 @@ TEST_CASE("ownership reads owner and mode through links, ENOENT when absent", "[
   CHECK(none.error().err == ENOENT);
   CHECK(none.error().message == "cannot stat " + fx.path("etc/hostprep/absent.yaml").string());
   CHECK_FALSE(host.ownership("etc/../../x"));  // refused before it reaches the filesystem
+}
+
+TEST_CASE("a timed write the kernel keeps holds none of hostprep's descriptors", "[host]") {
+  // The run lock, taken before a write that does not return (open(O_WRONLY) of a FIFO waits for
+  // a reader), must be free once hostprep lets go of it, although the write's child is still
+  // waiting; and a pipe hostprep writes to must reach its end when hostprep closes it, as
+  // `$(hostprep ...)` and `hostprep ... | tee` wait for.
+  Fixture fx;
+  const auto fifo = fx.path("stuck");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  RootHost host(fx.root());
+  REQUIRE(host.makeDirs("run/hostprep", 0700));
+  int out[2];
+  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+  const size_t before = reapStrayChildren();
+  {
+    auto lock = host.tryLock("run/hostprep/lock");
+    REQUIRE(lock);
+    auto w = host.writeAttr("stuck", "1", std::chrono::milliseconds(100));
+    REQUIRE_FALSE(w);
+    CHECK(w.error().err == ETIMEDOUT);
+  }
+  ::close(out[1]);
+  REQUIRE(reapStrayChildren() == before + 1);  // still waiting
+  CHECK(host.tryLock("run/hostprep/lock"));
+  pollfd p{out[0], POLLIN, 0};
+  CHECK(::poll(&p, 1, 0) == 1);  // the end of the pipe: no writer left (POLLHUP)
+  CHECK((p.revents & POLLHUP) != 0);
+  ::close(out[0]);
+  int rd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(rd >= 0);
+  CHECK(reapAllStrays(before));
+  ::close(rd);
 }
 
 TEST_CASE("tryLock creates the lock file, excludes a second holder, and lets go when destroyed",

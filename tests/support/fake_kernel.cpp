@@ -478,10 +478,13 @@ Status FakeKernel::setNumVfs(const Bdf& pf, int n) {
       auto vf = vfAddress(pf, f->sriovOffset.value_or(1), f->sriovStride.value_or(1), i);
       if (!vf) continue;
       if (auto d = boundDriver(*vf); d && held_.count(*vf)) {
-        // Its remove() waits for the holder: the write never returns (see holdDevice).
+        // Its remove() waits for the holder: the write never returns (see holdDevice). As in
+        // pci_iov_remove_virtfn(), the virtfn and physfn links went before the device's removal.
         pendingUnbind_[*vf] = *d;
         pendingNumVfs_[pf] = *vf;
         std::error_code ec;
+        fs::remove(fs_.resolve(hostPath(pciDevicePath(pf), "virtfn" + std::to_string(i))), ec);
+        fs::remove(fs_.resolve(hostPath(pciDevicePath(*vf), "physfn")), ec);
         fs::remove(fs_.resolve(hostPath(pciDevicePath(*vf), "driver")), ec);
         fs::remove(fs_.resolve(hostPath(pciDriverPath(*d), vf->str())), ec);
         return sysError("a VF's remove() is blocked", ETIMEDOUT);

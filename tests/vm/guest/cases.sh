@@ -682,6 +682,67 @@ hp_t_force_holder() {
     [ -z "$why" ] || die "$why"
 }
 
+hp_t_vf_held_numvfs_pending() {
+    # A VM holds a VF on vfio-pci (its device open) and --force takes the PF past the refusal: the
+    # sriov_numvfs write that disables the VF waits in vfio-pci's remove() with the PF's device
+    # lock taken, and a plain read of sriov_numvfs (or, on 6.1, the PF's driver_override) would
+    # wait with it. hostprep must return after --unbind-timeout, journal the write as pending, and
+    # neither the next prepare nor status may hang while the VF stays held; once the holder goes,
+    # the next run puts the VF count back.
+    local vf ids="--gpu-ids 1b36:0010 --host-driver nvme" why=
+    modprobe vfio-pci
+    modprobe vfio_iommu_type1
+    echo 0 > $P/$NVME/sriov_drivers_autoprobe
+    echo 1 > $P/$NVME/sriov_numvfs
+    vf=$(readlink $P/$NVME/virtfn0); vf=${vf##*/}
+    vfio_bind $vf
+    expect_drv $vf vfio-pci "the VF after vfio_bind"
+    hold_run vfio-group-status --hold $vf $(grp $vf)
+    hp_bg 200 prepare --mode vm-passthrough $ids --devices $NVME --force --unbind-timeout 2
+    if [ -z "$HP_RC" ]; then
+        why="prepare did not return within 20 s of --unbind-timeout 2 while the VF is held"
+    elif [ "$HP_RC" = 0 ]; then
+        why="prepare succeeded although the VF disable could not finish"
+    else
+        grep -q "sriov_numvfs write is still pending" $T/hp.out || why="the failure does not name the pending sriov_numvfs write"
+        grep -q '"pending_write": true' /run/hostprep/journal.json 2>/dev/null || why="no pending_write in the journal"
+    fi
+    if [ -z "$why" ]; then
+        hp_bg 100 prepare --mode container $ids --devices $NVME --unbind-timeout 2
+        if [ -z "$HP_RC" ]; then why="the next prepare hung while the write is pending"
+        elif [ "$HP_RC" = 0 ]; then why="the next prepare succeeded while the write is pending"
+        else grep -q "sriov_numvfs write is still pending" $T/hp.out || why="the next prepare does not name the pending write"
+        fi
+    fi
+    if [ -z "$why" ]; then
+        hp_bg 100 --output json status --mode container $ids --devices $NVME
+        if [ -z "$HP_RC" ]; then why="status hung while the write is pending"
+        else tr -d ' \n' < $T/hp.out | grep -q '"unbindPending":true' || why="status does not show the PF as locked"
+        fi
+    fi
+    hold_stop
+    for p in $(pidof hostprep); do wait $p 2>/dev/null || true; done
+    wait_numvfs 0 || why="${why:-sriov_numvfs is $(cat $P/$NVME/sriov_numvfs) after the holder closed}"
+    note "with the VF held: ${why:-prepare returned, the next prepare refused, status answered}"
+    # The next run rolls the journal back (sriov_numvfs 1 again), then container mode disables
+    # the VFs of the GPU it selects.
+    hp_expect 0 prepare --mode container $ids --devices $NVME
+    grep -q "rolled back an interrupted run" $T/hp.out || die "the next run did not resolve the journal"
+    expect_drv $NVME nvme
+    expect_no_journal
+    echo 0 > $P/$NVME/sriov_numvfs
+    echo 1 > $P/$NVME/sriov_drivers_autoprobe
+    expect_boot_state
+    [ -z "$why" ] || die "$why"
+}
+wait_numvfs() { # N: sriov_numvfs of the nvme PF reads N within 10 s
+    local i=0
+    while [ "$(cat $P/$NVME/sriov_numvfs)" != "$1" ]; do
+        i=$((i + 1)); [ $i -lt 100 ] || return 1
+        usleep 100000
+    done
+}
+
 # A split from the config's devices rules (agent --once, no --mode): the default container, one
 # GPU by bdf and one by index (position in BDF order among the selected GPUs) vm-passthrough.
 mixed_config() { # BDF INDEX

@@ -76,9 +76,10 @@ standin_node() { # BDF -> /dev/standinN (from the misc device under the PCI devi
 }
 
 # Start `hold` on the given nodes in the background; sets HOLD_PID.
-hold_start() {
+hold_start() { hold_run hold "$@"; }   # PATH...: open device nodes
+hold_run() { # CMD ARGS...: start a holder that prints "held <pid>" once it holds
     rm -f $T/hold.out
-    hold "$@" > $T/hold.out 2>&1 &
+    "$@" > $T/hold.out 2>&1 &
     HOLD_PID=$!
     echo $HOLD_PID >> $T/holders
     trap hold_stop EXIT     # never leave a holder behind: it would wedge later unbinds
