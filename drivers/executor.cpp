@@ -121,6 +121,11 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
     }
     case StepKind::kProbe: {
       auto s = h.writeAttr("sys/bus/pci/drivers_probe", bdf, opt.unbindTimeout);
+      if (!s && s.error().err == ETIMEDOUT) {
+        return stepError(st, s.error(),
+                         "a driver's probe() of it has not returned; see dmesg (the device is "
+                         "left alone until it does, and the next run restores it)");
+      }
       if (!s) return stepError(st, s.error(), "see dmesg for the driver's probe error");
       return {};
     }
@@ -211,17 +216,23 @@ Status restoreNumVfs(Kernel& k, const Bdf& pf, int want, const ApplyOptions& opt
 // well: leave it alone. `known`: the unbind timed out in this very run, so it is pending without
 // asking (asking costs a timed read that itself waits in the kernel).
 std::optional<Error> stillUnbinding(const Host& h, const JournalDevice& d, bool known) {
-  if (!d.pendingUnbind) return std::nullopt;
-  if (!known && !unbindStillPending(h, d.bdf, *d.pendingUnbind)) return std::nullopt;
-  return sysError(d.bdf.str() + ": left as it is: its unbind from " + *d.pendingUnbind +
-                      " is still pending (the driver's remove() is blocked)",
-                  EBUSY, "stop the process holding the device; the next run restores it");
+  if (d.pendingUnbind && (known || unbindStillPending(h, d.bdf, *d.pendingUnbind))) {
+    return sysError(d.bdf.str() + ": left as it is: its unbind from " + *d.pendingUnbind +
+                        " is still pending (the driver's remove() is blocked)",
+                    EBUSY, "stop the process holding the device; the next run restores it");
+  }
+  if (d.pendingProbe && (known || probeStillPending(h, d.bdf))) {
+    return sysError(d.bdf.str() + ": left as it is: a driver's probe() of it is still running",
+                    EBUSY, "see dmesg; the next run restores it once the probe has returned");
+  }
+  return std::nullopt;
 }
 
 // Writes a rollback left running in the kernel (they timed out): unbinds (device, driver) and
 // sriov_numvfs writes (PF).
 struct PendingWrites {
   std::map<Bdf, std::string> unbinds;
+  std::set<Bdf> probes;
   std::set<Bdf> numVfs;
 };
 
@@ -280,8 +291,10 @@ Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& 
   for (auto it = devices.rbegin(); it != devices.rend(); ++it) {
     if (stuck.count(it->bdf)) continue;
     std::optional<std::string> unbinding;
-    keep(restoreDevice(k, it->bdf, it->original, opt, &unbinding));
+    bool probing = false;
+    keep(restoreDevice(k, it->bdf, it->original, opt, &unbinding, &probing));
     if (unbinding) pending.unbinds[it->bdf] = *unbinding;
+    if (probing) pending.probes.insert(it->bdf);
   }
   for (const auto& sv : jr.sriov) {
     if (sv.numvfs != 0) numVfs(sv, sv.numvfs);
@@ -300,10 +313,11 @@ Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& 
 // After a rollback whose writes timed out: the journal says so, so that the next run and the
 // status read around those devices (their device lock stays taken until the kernel is done).
 void markPending(Host& host, Journal jr, const PendingWrites& pending) {
-  if (pending.unbinds.empty() && pending.numVfs.empty()) return;
+  if (pending.unbinds.empty() && pending.probes.empty() && pending.numVfs.empty()) return;
   for (auto& d : jr.devices) {
     if (auto it = pending.unbinds.find(d.bdf); it != pending.unbinds.end())
       d.pendingUnbind = it->second;
+    if (pending.probes.count(d.bdf)) d.pendingProbe = true;
   }
   for (auto& sv : jr.sriov) {
     if (pending.numVfs.count(sv.pf)) sv.pendingWrite = true;
@@ -357,7 +371,7 @@ std::vector<Holder> planHolders(const Host& host, const Plan& plan, const ApplyO
 }
 
 Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const ApplyOptions& opt,
-                     std::optional<std::string>* unbindPending) {
+                     std::optional<std::string>* unbindPending, bool* probePending) {
   Host& h = k.host;
   const std::string dev = pciDevicePath(bdf);
   auto fail = [&](const std::string& what, const Error& e) {
@@ -406,6 +420,10 @@ Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const A
     }
     auto s =
         h.writeAttr(hostPath(pciDriverPath(*want.driver), "bind"), bdf.str(), opt.unbindTimeout);
+    if (!s && s.error().err == ETIMEDOUT) {  // the probe holds the device lock: read nothing
+      if (probePending) *probePending = true;
+      return fail("bind", s.error());
+    }
     if (!s && !onWanted()) return fail("bind", s.error());
   }
   if (overrideLast) {
@@ -545,9 +563,12 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
     }
     if (!s) {
       if (s.error().err == ETIMEDOUT &&
-          (st.kind == StepKind::kUnbind || st.kind == StepKind::kSetNumVfs)) {
+          (st.kind == StepKind::kUnbind || st.kind == StepKind::kProbe ||
+           st.kind == StepKind::kSetNumVfs)) {
         for (auto& d : jr.devices) {
-          if (st.kind == StepKind::kUnbind && d.bdf == *st.bdf) d.pendingUnbind = st.arg;
+          if (d.bdf != *st.bdf) continue;
+          if (st.kind == StepKind::kUnbind) d.pendingUnbind = st.arg;
+          if (st.kind == StepKind::kProbe) d.pendingProbe = true;
         }
         for (auto& sv : jr.sriov) {
           if (st.kind == StepKind::kSetNumVfs && sv.pf == *st.bdf) sv.pendingWrite = true;

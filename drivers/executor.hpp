@@ -69,8 +69,10 @@ Result<std::optional<size_t>> recoverJournal(Kernel& k, const ApplyOptions& opt)
 
 // Moves one device to a driver and override, however it is bound now (used by rollback and
 // recovery; idempotent). When its unbind times out, `unbindPending` (if given) names the driver
-// whose remove() still runs: the device lock stays taken, and a journal must say so.
+// whose remove() still runs; when its bind times out, `probePending` (if given) is set: the
+// device lock stays taken, and a journal must say so.
 Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const ApplyOptions& opt,
-                     std::optional<std::string>* unbindPending = nullptr);
+                     std::optional<std::string>* unbindPending = nullptr,
+                     bool* probePending = nullptr);
 
 }  // namespace hostprep

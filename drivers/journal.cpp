@@ -29,7 +29,8 @@ std::string toJson(const Journal& jr) {
     j["devices"].push_back({{"bdf", d.bdf.str()},
                             {"driver", optString(d.original.driver)},
                             {"driver_override", optString(d.original.driverOverride)},
-                            {"pending_unbind", optString(d.pendingUnbind)}});
+                            {"pending_unbind", optString(d.pendingUnbind)},
+                            {"pending_probe", d.pendingProbe}});
   }
   for (const auto& s : jr.steps) {
     json st{{"kind", std::string(toString(s.kind))}, {"arg", s.arg}};
@@ -135,7 +136,12 @@ Result<Journal> parseJournalJson(const json& j) {
           return bad(v.error().message);
       }
     }
-    jr.devices.push_back({*bdf, st, pending});
+    bool probing = false;
+    if (auto p = d.find("pending_probe"); p != d.end()) {
+      if (!p->is_boolean()) return bad(where + ": \"pending_probe\" is not true or false");
+      probing = p->get<bool>();
+    }
+    jr.devices.push_back({*bdf, st, pending, probing});
   }
   for (size_t i = 0; i < steps.size(); ++i) {
     const json& s = steps[i];
@@ -330,6 +336,7 @@ std::set<Bdf> lockedByPendingWrites(const Host& host) {
   if (!jr || !*jr) return out;
   for (const auto& d : (*jr)->devices) {
     if (d.pendingUnbind && unbindStillPending(host, d.bdf, *d.pendingUnbind)) out.insert(d.bdf);
+    if (d.pendingProbe && probeStillPending(host, d.bdf)) out.insert(d.bdf);
   }
   for (const auto& sv : (*jr)->sriov) {
     if (!sv.pendingWrite || !numVfsWriteStillPending(host, sv.pf)) continue;

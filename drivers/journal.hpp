@@ -30,6 +30,9 @@ struct JournalDevice {
   // Set when an unbind from this driver did not return in time: the kernel may still be in the
   // driver's remove(), so the device must not be touched until it has let go.
   std::optional<std::string> pendingUnbind;
+  // Set when a bind or drivers_probe write to it did not return in time: a driver's probe() may
+  // still run with the device lock taken.
+  bool pendingProbe = false;
 };
 
 struct JournalSriov {
@@ -74,9 +77,10 @@ class RunLock {
 };
 
 // Devices whose device lock a write the journal records as pending (it timed out) still holds:
-// an unbind still running (unbindStillPending), and a PF whose sriov_numvfs write is still
-// running (numVfsWriteStillPending) with its VFs. Reading their driver_override or sriov_numvfs
-// would block. Empty without a journal or with an unreadable one.
+// an unbind still running (unbindStillPending), a probe still running (probeStillPending), and a
+// PF whose sriov_numvfs write is still running (numVfsWriteStillPending) with its VFs. Reading
+// their driver_override or sriov_numvfs would block. Empty without a journal or with an unreadable
+// one.
 std::set<Bdf> lockedByPendingWrites(const Host& host);
 
 // Is a write to this PF's sriov_numvfs still running in the kernel? Its show() takes the device

@@ -185,6 +185,16 @@ bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view drive
   return !r && r.error().err == ETIMEDOUT;
 }
 
+bool probeStillPending(const Host& host, const Bdf& bdf) {
+  const std::string dev = pciDevicePath(bdf);
+  auto noAnswer = [&](std::string_view attr) {
+    auto r = host.readAttr(hostPath(dev, attr), std::chrono::milliseconds(1000));
+    return !r && r.error().err == ETIMEDOUT;
+  };
+  if (noAnswer(host.exists(hostPath(dev, "uevent")) ? "uevent" : "driver_override")) return true;
+  return host.exists(hostPath(dev, "sriov_numvfs")) && noAnswer("sriov_numvfs");
+}
+
 std::optional<std::string> vfioDeviceName(const Host& host, const Bdf& bdf) {
   const std::string dir = hostPath(pciDevicePath(bdf), "vfio-dev");
   auto names = host.list(dir);

@@ -94,6 +94,14 @@ bool readBindingOf(const Host& host, PciFunction& f, bool lockHeld = false);
 // one child process waiting in the kernel until remove() returns.
 bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view driver);
 
+// Is a probe of this device (a bind or drivers_probe write that did not return) still running?
+// A probe holds the device lock (drivers/base/dd.c __driver_attach, __device_attach), so a timed
+// read of what waits for it does not answer: the device's uevent on 6.1 (driver_override where
+// there is no uevent file), a PF's sriov_numvfs on any kernel since 5.15. On 6.12 neither uevent
+// nor driver_override waits, so only a PF tells; a read of the others does not wait there, and a
+// later write to them is timed.
+bool probeStillPending(const Host& host, const Bdf& bdf);
+
 // The memory BARs 0-5 of a function's sysfs `resource` file: one line "start end flags" (hex)
 // per resource, BARs first (drivers/pci/pci-sysfs.c resource_show); unused BARs read all zero.
 // Flags are the kernel's IORESOURCE_* bits (include/linux/ioport.h).

@@ -960,3 +960,84 @@ TEST_CASE("an sriov_numvfs write of the rollback that never returns is journalle
   CHECK(diff(before, r.fx.deviceState()) == "");
   CHECK(r.kernel.blockedAccesses().empty());
 }
+
+TEST_CASE("a probe that never returns is reported and journalled, and the device read around",
+          "[switcher]") {
+  // Back to the host driver, whose probe() hangs (a GPU that does not come up): the drivers_probe
+  // write does not return, and the probe holds the device lock.
+  Rig r("two-a10");
+  r.opt.parallel = false;
+  REQUIRE(applyPlan(r.k, r.plan(Mode::kVmPassthrough), r.opt));
+  auto before = r.fx.deviceState();
+  const Bdf gpu = *parseBdf("0000:3b:00.0");
+  r.kernel.stallProbe(gpu);
+  auto res = applyPlan(r.k, r.plan(Mode::kContainer), r.opt);
+  REQUIRE_FALSE(res);
+  CHECK(res.error().err == ETIMEDOUT);
+  CHECK_THAT(res.error().describe(), Catch::Contains("0000:3b:00.0: probe drivers"));
+  CHECK_THAT(res.error().describe(), Catch::Contains("probe() of it has not returned"));
+  CHECK_THAT(res.error().describe(),
+             Catch::Contains("ROLLBACK FAILED: 0000:3b:00.0: left as it is: a driver's probe() of "
+                             "it is still running"));
+  auto jr = readJournal(r.kernel);
+  REQUIRE(jr);
+  REQUIRE(*jr);
+  bool pending = false;
+  for (const auto& d : (*jr)->devices) pending = pending || (d.bdf == gpu && d.pendingProbe);
+  CHECK(pending);
+  CHECK(r.kernel.blockedAccesses().empty());
+
+  SECTION("while it runs, the next run refuses to touch it and a snapshot reads around it") {
+    auto rec = recoverJournal(r.k, r.opt);
+    REQUIRE_FALSE(rec);
+    CHECK_THAT(rec.error().describe(), Catch::Contains("probe() of it is still running"));
+    auto s = readSnapshot(r.kernel);
+    REQUIRE(s);
+    REQUIRE(s->find(gpu));
+    CHECK(s->find(gpu)->unbindPending);
+    CHECK(r.kernel.blockedAccesses().empty());
+  }
+  SECTION("once it returns, the next run restores everything") {
+    r.kernel.releaseDevice(gpu);
+    auto rec = recoverJournal(r.k, r.opt);
+    if (!rec) FAIL(rec.error().describe());
+    CHECK(r.fx.deviceState() == before);
+    CHECK_FALSE(r.kernel.exists("run/hostprep/journal.json"));
+    CHECK(r.kernel.blockedAccesses().empty());
+  }
+}
+
+TEST_CASE("a bind of the rollback that never returns is journalled as pending", "[switcher]") {
+  // To vm-passthrough; a companion's move fails, and the rollback's bind of the GPU back to its
+  // driver hangs in probe().
+  Rig r("two-a10");
+  r.opt.parallel = false;  // GPUs first, then companions
+  auto before = r.fx.deviceState();
+  const Bdf gpu = *parseBdf("0000:3b:00.0");
+  r.kernel.failWritesTo("0000:86:00.1", EIO);
+  bool armed = false;
+  r.opt.afterStep = [&](size_t) {  // once the GPU is on vfio-pci, its next probe hangs
+    if (!armed && r.driver("0000:3b:00.0") == std::optional<std::string>("vfio-pci")) {
+      r.kernel.stallProbe(gpu);
+      armed = true;
+    }
+    return true;
+  };
+  auto res = applyPlan(r.k, r.plan(Mode::kVmPassthrough), r.opt);
+  REQUIRE_FALSE(res);
+  REQUIRE(armed);
+  CHECK_THAT(res.error().describe(),
+             Catch::Contains("ROLLBACK FAILED: 0000:3b:00.0: cannot restore it to nvidia: bind"));
+  auto jr = readJournal(r.kernel);
+  REQUIRE(jr);
+  REQUIRE(*jr);
+  bool pending = false;
+  for (const auto& d : (*jr)->devices) pending = pending || (d.bdf == gpu && d.pendingProbe);
+  CHECK(pending);
+  CHECK(r.kernel.blockedAccesses().empty());
+  r.kernel.releaseDevice(gpu);
+  auto rec = recoverJournal(r.k, r.opt);
+  if (!rec) FAIL(rec.error().describe());
+  CHECK(r.fx.deviceState() == before);
+  CHECK(r.kernel.blockedAccesses().empty());
+}

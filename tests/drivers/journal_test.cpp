@@ -73,3 +73,20 @@ TEST_CASE("a PF's sriov_numvfs write left pending is kept, and older journals re
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message == "journal: sriov[0]: \"pending_write\" is not true or false");
 }
+
+TEST_CASE("a device's probe left pending is kept, and must be true or false", "[journal]") {
+  Journal j;
+  j.devices = {{*parseBdf("0000:3b:00.0"),
+                {std::string("vfio-pci"), std::string("vfio-pci")},
+                std::nullopt,
+                true}};
+  auto back = parseJournal(toJson(j));
+  REQUIRE(back);
+  REQUIRE(back->devices.size() == 1);
+  CHECK(back->devices[0].pendingProbe);
+  auto bad = parseJournal(
+      R"({"version": 2, "mode": "container", "next": 0, "devices": [{"bdf": "0000:3b:00.0",
+      "driver": null, "driver_override": null, "pending_probe": "yes"}]})");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message == "journal: devices[0]: \"pending_probe\" is not true or false");
+}

@@ -176,7 +176,8 @@ bool FakeKernel::bind(const Bdf& b, const std::string& driver, int* err) {
 
 std::optional<Bdf> FakeKernel::lockedBy(const std::string& path) const {
   std::lock_guard<std::recursive_mutex> g(mu_);
-  if (pendingUnbind_.empty() && pendingNumVfs_.empty()) return std::nullopt;
+  if (pendingUnbind_.empty() && pendingNumVfs_.empty() && pendingProbe_.empty())
+    return std::nullopt;
   const auto parts = split(path, '/');
   if (startsWith(path, "sys/bus/pci/devices/") && parts.size() == 6) {
     auto b = parseBdf(parts[4]);
@@ -359,10 +360,10 @@ Status FakeKernel::apply(const std::string& p, const std::string& data) {
     int e = 0;
     if (f->driverOverride) {
       (void)bind(*b, *f->driverOverride, &e);  // probe failures are not reported by drivers_probe
-      return {};
+      return stalls(*b) ? err(ETIMEDOUT) : Status{};
     }
     for (const char* d : kProbeOrder) {
-      if (bind(*b, d, &e)) return {};
+      if (bind(*b, d, &e)) return stalls(*b) ? err(ETIMEDOUT) : Status{};
     }
     return {};  // nothing matched: success, nothing bound
   }
@@ -389,7 +390,7 @@ Status FakeKernel::apply(const std::string& p, const std::string& data) {
     if (op == "bind") {
       int e = 0;
       if (!bind(*b, driver, &e)) return err(e);
-      return {};
+      return stalls(*b) ? err(ETIMEDOUT) : Status{};
     }
     return err(EINVAL);
   }
@@ -436,6 +437,7 @@ Status FakeKernel::apply(const std::string& p, const std::string& data) {
 void FakeKernel::releaseDevice(const Bdf& b) {
   std::lock_guard<std::recursive_mutex> g(mu_);
   held_.erase(b);
+  pendingProbe_.erase(b);
   auto it = pendingUnbind_.find(b);
   if (it == pendingUnbind_.end()) return;
   unbindNow(b, it->second);

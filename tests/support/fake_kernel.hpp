@@ -95,7 +95,12 @@ class FakeKernel final : public Host {
   // it are gone, it waits in its driver's remove() with its links gone, and both locks stay
   // taken until releaseDevice(VF), which finishes the write.
   void holdDevice(const Bdf& b) { held_.insert(b); }
-  // The holder lets go: a pending unbind of this device completes, as the real remove() would.
+  // The next bind of this device (a bind or drivers_probe write) blocks in the driver's probe():
+  // the device is bound (really_probe() links the driver before it calls probe()), the write
+  // returns ETIMEDOUT, and the device lock stays taken until releaseDevice().
+  void stallProbe(const Bdf& b) { stallProbe_.insert(b); }
+  // The holder lets go: a pending unbind of this device completes, as the real remove() would;
+  // a stalled probe returns.
   void releaseDevice(const Bdf& b);
   // The device is removed (a surprise hot-unplug): its driver lets go of it, and it leaves
   // sys/bus/pci/devices, its IOMMU group and, with the group's last vfio device, /dev/vfio.
@@ -154,8 +159,18 @@ class FakeKernel final : public Host {
   std::set<Bdf> held_;
   std::map<Bdf, std::string> pendingUnbind_;  // unbinds that "never returned"
   std::map<Bdf, Bdf> pendingNumVfs_;  // PF -> the VF whose remove() holds up its numvfs write
+  std::set<Bdf> stallProbe_;          // their next probe blocks
+  std::set<Bdf> pendingProbe_;        // probes that "never returned"
   bool lockHeld(const Bdf& b) const {
-    return pendingUnbind_.count(b) != 0 || pendingNumVfs_.count(b) != 0;
+    return pendingUnbind_.count(b) != 0 || pendingNumVfs_.count(b) != 0 ||
+           pendingProbe_.count(b) != 0;
+  }
+  // A bind that stallProbe() named: bound, and its probe still running.
+  bool stalls(const Bdf& b) {
+    if (!stallProbe_.count(b) || !boundDriver(b)) return false;
+    stallProbe_.erase(b);
+    pendingProbe_.insert(b);
+    return true;
   }
   mutable std::vector<std::string> blocked_;  // accesses that would have blocked
   // The device whose lock a pending unbind holds, if `path` is one of its attributes that takes it.

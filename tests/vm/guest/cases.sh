@@ -682,6 +682,50 @@ hp_t_force_holder() {
     [ -z "$why" ] || die "$why"
 }
 
+hp_t_probe_stalled() {
+    # On the way back to the host driver, standin's probe() of B does not return (stall_probe, as
+    # nvidia's probe of a GPU that does not come up): the drivers_probe write waits with B's
+    # device lock taken. hostprep must return after --unbind-timeout with the probe journalled as
+    # pending; while it runs, the next prepare must fail within seconds (on 6.1 naming the
+    # running probe; 6.12's uevent does not wait for the lock, and its timed unbind gives up
+    # instead) and status must answer; once the probe returns, the next run resolves it.
+    local sp=/sys/module/standin/parameters/stall_probe why=
+    hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_B
+    echo $EDU_B > $sp
+    hp_bg 200 prepare --mode container $HP_IDS --devices $EDU_B --unbind-timeout 2
+    if [ -z "$HP_RC" ]; then
+        why="prepare did not return within 20 s of --unbind-timeout 2 while the probe stalls"
+    elif [ "$HP_RC" = 0 ]; then
+        why="prepare succeeded although the probe did not return"
+    else
+        grep -q "probe() of it has not returned" $T/hp.out || why="the failure does not name the stalled probe"
+        grep -q '"pending_probe": true' /run/hostprep/journal.json 2>/dev/null || why="no pending_probe in the journal"
+    fi
+    if [ -z "$why" ]; then
+        hp_bg 100 prepare --mode container $HP_IDS --devices $EDU_B --unbind-timeout 2
+        if [ -z "$HP_RC" ]; then why="the next prepare hung while the probe runs"
+        elif [ "$HP_RC" = 0 ]; then why="the next prepare succeeded while the probe runs"
+        elif [ "$(uname -r | cut -d. -f1,2)" = 6.1 ]; then
+            grep -q "probe() of it is still running" $T/hp.out || why="the next prepare does not name the running probe"
+        fi
+        note "the next prepare, exit ${HP_RC:-none} after $HP_MS ms: $(tail -n 1 $T/hp.out | cut -c 1-240)"
+    fi
+    if [ -z "$why" ]; then
+        hp_bg 100 --output json status $HP_IDS --devices $EDU_B
+        [ -n "$HP_RC" ] || why="status hung while the probe runs"
+    fi
+    echo > $sp
+    for p in $(pidof hostprep); do wait $p 2>/dev/null || true; done
+    note "with the probe stalled: ${why:-prepare returned, the next prepare failed at once, status answered}"
+    usleep 500000
+    hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_B
+    grep -q "rolled back an interrupted run" $T/hp.out || die "the next run did not resolve the journal"
+    wait_drv $EDU_B standin 30 || die "$EDU_B on '$(drv $EDU_B)' after the recovery run"
+    expect_no_journal
+    expect_boot_state
+    [ -z "$why" ] || die "$why"
+}
+
 hp_t_vf_held_numvfs_pending() {
     # A VM holds a VF on vfio-pci (its device open) and --force takes the PF past the refusal: the
     # sriov_numvfs write that disables the VF waits in vfio-pci's remove() with the PF's device

@@ -100,6 +100,7 @@ restore_boot_state() {
     local b d o
     # What a failed test may have left switched on: standin's probe refusal, the nvme VFs.
     if [ -w /sys/module/standin/parameters/refuse_probe ]; then echo > /sys/module/standin/parameters/refuse_probe; fi
+    if [ -w /sys/module/standin/parameters/stall_probe ]; then echo > /sys/module/standin/parameters/stall_probe; fi
     if [ "$(cat $P/$NVME/sriov_numvfs 2>/dev/null)" != 0 ]; then (echo 0 > $P/$NVME/sriov_numvfs) 2>/dev/null || true; fi
     (echo 1 > $P/$NVME/sriov_drivers_autoprobe) 2>/dev/null || true
     pci_state > $T/state.now

@@ -10,7 +10,10 @@
  *   - module parameter remove_delay_ms (writable at runtime) delays remove() to model a slow
  *     teardown;
  *   - module parameter refuse_probe (writable at runtime, a PCI address) makes probe() of that
- *     device fail with -EIO, so a switch back to the host driver fails half-way on a real kernel.
+ *     device fail with -EIO, so a switch back to the host driver fails half-way on a real kernel;
+ *   - module parameter stall_probe (writable at runtime, a PCI address) makes probe() of that
+ *     device wait until the parameter names it no more, as a GPU that does not come up holds
+ *     nvidia's probe (with the device lock taken by the driver core).
  */
 #include <linux/module.h>
 #include <linux/pci.h>
@@ -29,6 +32,10 @@ MODULE_PARM_DESC(remove_delay_ms, "Sleep this long in remove() before tearing do
 static char refuse_probe[32];
 module_param_string(refuse_probe, refuse_probe, sizeof(refuse_probe), 0644);
 MODULE_PARM_DESC(refuse_probe, "probe() of this PCI address fails with -EIO");
+
+static char stall_probe[32];
+module_param_string(stall_probe, stall_probe, sizeof(stall_probe), 0644);
+MODULE_PARM_DESC(stall_probe, "probe() of this PCI address waits until this names it no more");
 
 static DEFINE_IDA(standin_ida);
 
@@ -98,6 +105,11 @@ static int standin_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (refuse_probe[0] && sysfs_streq(refuse_probe, pci_name(pdev))) {
 		dev_info(&pdev->dev, "standin: probe refused (refuse_probe)\n");
 		return -EIO;
+	}
+	if (stall_probe[0] && sysfs_streq(stall_probe, pci_name(pdev))) {
+		dev_info(&pdev->dev, "standin: probe stalled (stall_probe)\n");
+		while (sysfs_streq(stall_probe, pci_name(pdev)))
+			msleep(20);
 	}
 	sd = kzalloc(sizeof(*sd), GFP_KERNEL);
 	if (!sd)
