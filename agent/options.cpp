@@ -50,7 +50,10 @@ const std::vector<Option>& optionTable() {
        "move devices back when someone else moves them (default: only report)"},
       {"once", Arg::kNone, "converge, write the status and exit (the boot oneshot)"},
       {"lock-timeout", Arg::kSeconds, "seconds to wait for another run", "30"},
-      {"unbind-timeout", Arg::kSeconds, "seconds a driver may take to let go of a device", "30"},
+      {"unbind-timeout", Arg::kSeconds,
+       "seconds a driver may take to let go of a device or take it, or the kernel to add or remove "
+       "VFs",
+       "30"},
       {"nvswitch", Arg::kText,
        "NVSwitches: auto (follow Fabric Manager's FABRIC_MODE) | with-gpus | leave", "auto"},
       {"vgpu-config", Arg::kText,

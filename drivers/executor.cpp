@@ -211,11 +211,11 @@ Status restoreNumVfs(Kernel& k, const Bdf& pf, int want, const ApplyOptions& opt
   return {};
 }
 
-// A device whose unbind never returned: the kernel still runs the driver's remove() and holds the
-// device lock, so anything that takes it (driver_override, sriov_numvfs, bind) would block us as
-// well: leave it alone. `known`: the unbind timed out in this very run, so it is pending without
-// asking (asking costs a timed read that itself waits in the kernel).
-std::optional<Error> stillUnbinding(const Host& h, const JournalDevice& d, bool known) {
+// A device whose unbind or probe never returned: the kernel still runs the driver's remove() or
+// probe() and holds the device lock, so anything that takes it (driver_override, sriov_numvfs,
+// bind) would block us as well: leave it alone. `known`: the write timed out in this very run, so
+// it is pending without asking (asking costs a timed read that itself waits in the kernel).
+std::optional<Error> stillLocked(const Host& h, const JournalDevice& d, bool known) {
   if (d.pendingUnbind && (known || unbindStillPending(h, d.bdf, *d.pendingUnbind))) {
     return sysError(d.bdf.str() + ": left as it is: its unbind from " + *d.pendingUnbind +
                         " is still pending (the driver's remove() is blocked)",
@@ -228,8 +228,8 @@ std::optional<Error> stillUnbinding(const Host& h, const JournalDevice& d, bool 
   return std::nullopt;
 }
 
-// Writes a rollback left running in the kernel (they timed out): unbinds (device, driver) and
-// sriov_numvfs writes (PF).
+// Writes a rollback left running in the kernel (they timed out): unbinds (device, driver),
+// binds (device) and sriov_numvfs writes (PF).
 struct PendingWrites {
   std::map<Bdf, std::string> unbinds;
   std::set<Bdf> probes;
@@ -249,7 +249,7 @@ Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& 
   };
   std::set<Bdf> stuck;
   for (auto it = devices.rbegin(); it != devices.rend(); ++it) {
-    if (auto still = stillUnbinding(k.host, *it, inRun)) {
+    if (auto still = stillLocked(k.host, *it, inRun)) {
       keep(*still);
       stuck.insert(it->bdf);
     }
