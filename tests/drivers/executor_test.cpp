@@ -866,6 +866,29 @@ TEST_CASE("a VM holding a VF on vfio-pci blocks the plan that moves the VF", "[v
   CHECK(holders[0].describe() == "pid 778 (qemu-system-x86) holds " + node);
 }
 
+namespace {
+
+// The journal a failed run left behind, and what it says is still pending.
+struct LeftJournal {
+  Journal j;
+  bool numVfsPending(const Bdf& pf) const {
+    return std::any_of(j.sriov.begin(), j.sriov.end(),
+                       [&](const JournalSriov& sv) { return sv.pf == pf && sv.pendingWrite; });
+  }
+  bool probePending(const Bdf& b) const {
+    return std::any_of(j.devices.begin(), j.devices.end(),
+                       [&](const JournalDevice& d) { return d.bdf == b && d.pendingProbe; });
+  }
+};
+LeftJournal leftJournal(const Host& h) {
+  auto jr = readJournal(h);
+  REQUIRE(jr);
+  REQUIRE(*jr);
+  return {**jr};
+}
+
+}  // namespace
+
 TEST_CASE(
     "an sriov_numvfs write that never returns is reported and journalled, and the PF read around",
     "[vgpu]") {
@@ -886,12 +909,7 @@ TEST_CASE(
   // The other GPU is back as it was.
   CHECK(r.read("sys/bus/pci/devices/0000:86:00.0/sriov_numvfs") == "16");
   CHECK(r.driver("0000:86:00.0") == std::optional<std::string>("nvidia"));
-  auto jr = readJournal(r.kernel);
-  REQUIRE(jr);
-  REQUIRE(*jr);
-  bool pending = false;
-  for (const auto& sv : (*jr)->sriov) pending = pending || (sv.pf == pf && sv.pendingWrite);
-  CHECK(pending);
+  CHECK(leftJournal(r.kernel).numVfsPending(pf));
   CHECK(r.kernel.blockedAccesses().empty());
 
   SECTION("while the holder stays, the next run refuses to touch it") {
@@ -946,12 +964,7 @@ TEST_CASE("an sriov_numvfs write of the rollback that never returns is journalle
              Catch::Contains("ROLLBACK FAILED: 0000:3b:00.0: cannot put sriov_numvfs back to 0"));
   CHECK(r.read("sys/bus/pci/devices/0000:86:00.0/sriov_numvfs") == "0");  // the other is back
   CHECK(r.driver("0000:86:00.0") == std::optional<std::string>("nvidia"));
-  auto jr = readJournal(r.kernel);
-  REQUIRE(jr);
-  REQUIRE(*jr);
-  bool pending = false;
-  for (const auto& sv : (*jr)->sriov) pending = pending || (sv.pf == pf && sv.pendingWrite);
-  CHECK(pending);
+  CHECK(leftJournal(r.kernel).numVfsPending(pf));
   CHECK(r.kernel.blockedAccesses().empty());
 
   r.kernel.releaseDevice(vf);
@@ -979,12 +992,7 @@ TEST_CASE("a probe that never returns is reported and journalled, and the device
   CHECK_THAT(res.error().describe(),
              Catch::Contains("ROLLBACK FAILED: 0000:3b:00.0: left as it is: a driver's probe() of "
                              "it is still running"));
-  auto jr = readJournal(r.kernel);
-  REQUIRE(jr);
-  REQUIRE(*jr);
-  bool pending = false;
-  for (const auto& d : (*jr)->devices) pending = pending || (d.bdf == gpu && d.pendingProbe);
-  CHECK(pending);
+  CHECK(leftJournal(r.kernel).probePending(gpu));
   CHECK(r.kernel.blockedAccesses().empty());
 
   SECTION("while it runs, the next run refuses to touch it and a snapshot reads around it") {
@@ -1028,12 +1036,7 @@ TEST_CASE("a bind of the rollback that never returns is journalled as pending", 
   REQUIRE(armed);
   CHECK_THAT(res.error().describe(),
              Catch::Contains("ROLLBACK FAILED: 0000:3b:00.0: cannot restore it to nvidia: bind"));
-  auto jr = readJournal(r.kernel);
-  REQUIRE(jr);
-  REQUIRE(*jr);
-  bool pending = false;
-  for (const auto& d : (*jr)->devices) pending = pending || (d.bdf == gpu && d.pendingProbe);
-  CHECK(pending);
+  CHECK(leftJournal(r.kernel).probePending(gpu));
   CHECK(r.kernel.blockedAccesses().empty());
   r.kernel.releaseDevice(gpu);
   auto rec = recoverJournal(r.k, r.opt);

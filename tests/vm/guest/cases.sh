@@ -682,6 +682,19 @@ hp_t_force_holder() {
     [ -z "$why" ] || die "$why"
 }
 
+# After `hp_bg 200 prepare ... --unbind-timeout 2` while a write cannot finish (WHILE): sets why=
+# unless hostprep returned, failed, named MESSAGE and journalled the write (KEY true).
+left_pending() { # WHILE MESSAGE KEY
+    if [ -z "$HP_RC" ]; then
+        why="prepare did not return within 20 s of --unbind-timeout 2 while $1"
+    elif [ "$HP_RC" = 0 ]; then
+        why="prepare succeeded while $1"
+    else
+        grep -q "$2" $T/hp.out || why="the failure does not say '$2'"
+        grep -q "\"$3\": true" /run/hostprep/journal.json 2>/dev/null || why="no $3 in the journal"
+    fi
+}
+
 hp_t_probe_stalled() {
     # On the way back to the host driver, standin's probe() of B does not return (stall_probe, as
     # nvidia's probe of a GPU that does not come up): the drivers_probe write waits with B's
@@ -693,14 +706,7 @@ hp_t_probe_stalled() {
     hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_B
     echo $EDU_B > $sp
     hp_bg 200 prepare --mode container $HP_IDS --devices $EDU_B --unbind-timeout 2
-    if [ -z "$HP_RC" ]; then
-        why="prepare did not return within 20 s of --unbind-timeout 2 while the probe stalls"
-    elif [ "$HP_RC" = 0 ]; then
-        why="prepare succeeded although the probe did not return"
-    else
-        grep -q "probe() of it has not returned" $T/hp.out || why="the failure does not name the stalled probe"
-        grep -q '"pending_probe": true' /run/hostprep/journal.json 2>/dev/null || why="no pending_probe in the journal"
-    fi
+    left_pending "the probe stalls" "probe() of it has not returned" pending_probe
     if [ -z "$why" ]; then
         hp_bg 100 prepare --mode container $HP_IDS --devices $EDU_B --unbind-timeout 2
         if [ -z "$HP_RC" ]; then why="the next prepare hung while the probe runs"
@@ -743,14 +749,7 @@ hp_t_vf_held_numvfs_pending() {
     expect_drv $vf vfio-pci "the VF after vfio_bind"
     hold_run vfio-group-status --hold $vf $(grp $vf)
     hp_bg 200 prepare --mode vm-passthrough $ids --devices $NVME --force --unbind-timeout 2
-    if [ -z "$HP_RC" ]; then
-        why="prepare did not return within 20 s of --unbind-timeout 2 while the VF is held"
-    elif [ "$HP_RC" = 0 ]; then
-        why="prepare succeeded although the VF disable could not finish"
-    else
-        grep -q "sriov_numvfs write is still pending" $T/hp.out || why="the failure does not name the pending sriov_numvfs write"
-        grep -q '"pending_write": true' /run/hostprep/journal.json 2>/dev/null || why="no pending_write in the journal"
-    fi
+    left_pending "the VF is held" "sriov_numvfs write is still pending" pending_write
     if [ -z "$why" ]; then
         hp_bg 100 prepare --mode container $ids --devices $NVME --unbind-timeout 2
         if [ -z "$HP_RC" ]; then why="the next prepare hung while the write is pending"
