@@ -6,9 +6,7 @@
 #include <thread>
 
 #include "drivers/snapshot.hpp"
-#include "drivers/text.hpp"
 #include "drivers/validate.hpp"
-#include "drivers/vgpu.hpp"
 
 namespace hostprep {
 namespace {
@@ -344,37 +342,6 @@ std::set<Bdf> lockedByPendingWrites(const Host& host) {
     for (const auto& vf : vfSlots(host, sv.pf)) out.insert(vf);
   }
   return out;
-}
-
-bool numVfsWriteStillPending(const Host& host, const Bdf& pf) {
-  auto r =
-      host.readAttr(hostPath(pciDevicePath(pf), "sriov_numvfs"), std::chrono::milliseconds(1000));
-  return !r && r.error().err == ETIMEDOUT;
-}
-
-std::vector<Bdf> vfSlots(const Host& host, const Bdf& pf) {
-  std::set<Bdf> out;
-  const std::string dir = pciDevicePath(pf);
-  auto number = [&](const char* name) {
-    return parseUnsigned(readTrimmed(host, hostPath(dir, name)).value_or("")).value_or(0);
-  };
-  const uint64_t total = std::min<uint64_t>(number("sriov_totalvfs"), 65535);
-  const uint64_t offset = number("sriov_offset"), stride = number("sriov_stride");
-  for (uint64_t i = 0; i < total && offset <= 65535 && stride <= 65535; ++i) {
-    auto vf =
-        vfAddress(pf, static_cast<int>(offset), static_cast<int>(stride), static_cast<int>(i));
-    if (!vf) break;
-    out.insert(*vf);
-  }
-  if (auto names = host.list(dir)) {
-    for (const auto& n : *names) {
-      if (!startsWith(n, "virtfn")) continue;
-      if (auto target = readLinkName(host, hostPath(dir, n))) {
-        if (auto b = parseBdf(*target)) out.insert(*b);
-      }
-    }
-  }
-  return {out.begin(), out.end()};
 }
 
 }  // namespace hostprep

@@ -83,16 +83,4 @@ class RunLock {
 // one.
 std::set<Bdf> lockedByPendingWrites(const Host& host);
 
-// Is a write to this PF's sriov_numvfs still running in the kernel? Its show() takes the device
-// lock the write holds (drivers/pci/iov.c sriov_numvfs_show, Linux 5.15+), so a timed read of it
-// that does not answer means yes. On older kernels the read answers, and the next write (timed)
-// finds out. A blocked read leaves one child process waiting in the kernel until it is done.
-bool numVfsWriteStillPending(const Host& host, const Bdf& pf);
-
-// Every address a VF of this PF can have: sriov_totalvfs of them, placed by sriov_offset and
-// sriov_stride (none of which takes the device lock), and whatever its virtfn links name. Not the
-// links alone: pci_iov_remove_virtfn() removes a VF's virtfn and physfn links before the VF
-// itself, so the VF a disable waits on is linked to its PF no more.
-std::vector<Bdf> vfSlots(const Host& host, const Bdf& pf);
-
 }  // namespace hostprep

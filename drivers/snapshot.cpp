@@ -161,6 +161,17 @@ std::string pciDriverPath(std::string_view driver) {
   return hostPath("sys/bus/pci/drivers", driver);
 }
 
+namespace {
+
+// Does a timed read of this attribute of the device go unanswered for a second? Its show() then
+// waits for the device lock that a write still running in the kernel holds.
+bool readWaits(const Host& host, const Bdf& bdf, std::string_view attr) {
+  auto r = host.readAttr(hostPath(pciDevicePath(bdf), attr), std::chrono::milliseconds(1000));
+  return !r && r.error().err == ETIMEDOUT;
+}
+
+}  // namespace
+
 bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view driver) {
   if (readLinkName(host, hostPath(pciDevicePath(bdf), "driver")) ==
       std::optional<std::string>(driver)) {
@@ -180,19 +191,43 @@ bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view drive
     }
     return false;
   }
-  auto r = host.readAttr(hostPath(pciDevicePath(bdf), "driver_override"),
-                         std::chrono::milliseconds(1000));
-  return !r && r.error().err == ETIMEDOUT;
+  return readWaits(host, bdf, "driver_override");
 }
 
 bool probeStillPending(const Host& host, const Bdf& bdf) {
   const std::string dev = pciDevicePath(bdf);
-  auto noAnswer = [&](std::string_view attr) {
-    auto r = host.readAttr(hostPath(dev, attr), std::chrono::milliseconds(1000));
-    return !r && r.error().err == ETIMEDOUT;
+  if (readWaits(host, bdf, host.exists(hostPath(dev, "uevent")) ? "uevent" : "driver_override"))
+    return true;
+  return host.exists(hostPath(dev, "sriov_numvfs")) && readWaits(host, bdf, "sriov_numvfs");
+}
+
+bool numVfsWriteStillPending(const Host& host, const Bdf& pf) {
+  return readWaits(host, pf, "sriov_numvfs");
+}
+
+std::vector<Bdf> vfSlots(const Host& host, const Bdf& pf) {
+  std::set<Bdf> out;
+  const std::string dir = pciDevicePath(pf);
+  auto number = [&](const char* name) {
+    return parseUnsigned(readTrimmed(host, hostPath(dir, name)).value_or("")).value_or(0);
   };
-  if (noAnswer(host.exists(hostPath(dev, "uevent")) ? "uevent" : "driver_override")) return true;
-  return host.exists(hostPath(dev, "sriov_numvfs")) && noAnswer("sriov_numvfs");
+  const uint64_t total = std::min<uint64_t>(number("sriov_totalvfs"), 65535);
+  const uint64_t offset = number("sriov_offset"), stride = number("sriov_stride");
+  for (uint64_t i = 0; i < total && offset <= 65535 && stride <= 65535; ++i) {
+    auto vf =
+        vfAddress(pf, static_cast<int>(offset), static_cast<int>(stride), static_cast<int>(i));
+    if (!vf) break;
+    out.insert(*vf);
+  }
+  if (auto names = host.list(dir)) {
+    for (const auto& n : *names) {
+      if (!startsWith(n, "virtfn")) continue;
+      if (auto target = readLinkName(host, hostPath(dir, n))) {
+        if (auto b = parseBdf(*target)) out.insert(*b);
+      }
+    }
+  }
+  return {out.begin(), out.end()};
 }
 
 std::optional<std::string> vfioDeviceName(const Host& host, const Bdf& bdf) {
