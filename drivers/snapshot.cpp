@@ -548,7 +548,8 @@ Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole) {
   std::map<Bdf, PciFunction> vfs;
   DriverIndex drivers(host);
   for (const auto& bdf : listed) {
-    if (auto known = vfs.extract(bdf)) {
+    if (auto known = vfs.extract(bdf)) {  // read light with its PF; whole in 2. if picked
+      if (whole(known.mapped())) picked.push_back(bdf);
       s.pci.push_back(std::move(known.mapped()));
       continue;
     }

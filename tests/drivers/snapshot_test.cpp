@@ -349,6 +349,37 @@ TEST_CASE("a scoped snapshot reads SR-IOV VFs light and their GPU whole", "[snap
   CHECK(scoped->find(*parseBdf("0000:80:00.0"))->virtfns.size() == 4);
 }
 
+TEST_CASE("a scoped snapshot that picks VFs reads them whole, driver_override included",
+          "[snapshot]") {
+  // prepare's read picks every VF (converge.cpp, readPrepareSnapshot): a plan moves VFs and puts
+  // them back on their driver and override, so a VF known from its PF's virtfn links must still
+  // be read whole when the predicate picks it. One VF was handed to vfio-pci by hand.
+  std::string yaml =
+      "kernel: 6.1.0-test-amd64\n"
+      "devices:\n"
+      "  - {bdf: \"0000:80:00.0\", id: \"10de:2236\", class: \"030200\", driver: nvidia, "
+      "group: 10, sriov: {total: 2, num: 2, offset: 1, stride: 1}}\n"
+      "  - {bdf: \"0000:80:00.1\", id: \"10de:2236\", class: \"030200\", driver: nvidia, "
+      "group: 11, physfn: \"0000:80:00.0\", vf_index: 0}\n"
+      "  - {bdf: \"0000:80:00.2\", id: \"10de:2236\", class: \"030200\", driver: vfio-pci, "
+      "driver_override: vfio-pci, group: 12, physfn: \"0000:80:00.0\", vf_index: 1}\n";
+  Fixture fx(Fixture::HostYaml{yaml});
+  RootHost host(fx.root());
+  auto full = readSnapshot(host);
+  auto scoped = readSnapshot(
+      host, [](const PciFunction& f) { return maySelect(f, {}) || f.physfn.has_value(); });
+  REQUIRE(full);
+  REQUIRE(scoped);
+  REQUIRE(scoped->pci.size() == full->pci.size());
+  for (const auto& f : full->pci) {
+    INFO(f.bdf.str());
+    CHECK(*scoped->find(f.bdf) == f);
+  }
+  CHECK(scoped->find(*parseBdf("0000:80:00.2"))->driverOverride ==
+        std::optional<std::string>("vfio-pci"));
+  CHECK(scoped->iommuGroups == full->iommuGroups);
+}
+
 TEST_CASE("a scoped snapshot takes a PF's VFs from its virtfn links and opens only the first",
           "[snapshot]") {
   // An A10 with 4 VFs; the first VF's class differs from the PF's (the kernel reads the VFs'
