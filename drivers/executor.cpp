@@ -270,13 +270,24 @@ Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& 
                   EBUSY, "stop the VM or process holding the VF; the next run restores it"));
     lockedPf(sv.pf);
   }
+  // True when the PF has its VF count back.
   auto numVfs = [&](const JournalSriov& sv, int want) {
-    if (stuck.count(sv.pf)) return;
+    if (stuck.count(sv.pf)) return false;
     bool timedOut = false;
-    keep(restoreNumVfs(k, sv.pf, want, opt, &timedOut));
-    if (!timedOut) return;
-    pending.numVfs.insert(sv.pf);
-    lockedPf(sv.pf);
+    Status s = restoreNumVfs(k, sv.pf, want, opt, &timedOut);
+    keep(s);
+    if (timedOut) {
+      pending.numVfs.insert(sv.pf);
+      lockedPf(sv.pf);
+    }
+    return s.ok();
+  };
+  auto restore = [&](const Bdf& bdf, const DeviceState& original) {
+    std::optional<std::string> unbinding;
+    bool probing = false;
+    keep(restoreDevice(k, bdf, original, opt, &unbinding, &probing));
+    if (unbinding) pending.unbinds[bdf] = *unbinding;
+    if (probing) pending.probes.insert(bdf);
   };
   auto unstuck = [&] {  // the vGPU part of the journal, less what is stuck
     Journal free = jr;
@@ -289,15 +300,15 @@ Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& 
     if (sv.numvfs == 0) numVfs(sv, 0);
   }
   for (auto it = devices.rbegin(); it != devices.rend(); ++it) {
-    if (stuck.count(it->bdf)) continue;
-    std::optional<std::string> unbinding;
-    bool probing = false;
-    keep(restoreDevice(k, it->bdf, it->original, opt, &unbinding, &probing));
-    if (unbinding) pending.unbinds[it->bdf] = *unbinding;
-    if (probing) pending.probes.insert(it->bdf);
+    if (!stuck.count(it->bdf)) restore(it->bdf, it->original);
   }
   for (const auto& sv : jr.sriov) {
-    if (sv.numvfs != 0) numVfs(sv, sv.numvfs);
+    if (sv.numvfs == 0 || !numVfs(sv, sv.numvfs)) continue;
+    // VFs enabled again are new devices on their default driver: each goes back to its own
+    // (before the vGPU devices on them come back). A VF the run never removed is as it was.
+    for (const auto& vf : sv.vfs) {
+      if (!stuck.count(vf.bdf)) restore(vf.bdf, vf.state);
+    }
   }
   if (Journal free = unstuck(); !free.vgpus.empty()) keep(recreateVgpus(k, free));
   // An unbindLock the run took and never got to use (the PF stayed on nvidia) is given back.
@@ -314,10 +325,26 @@ Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& 
 // status read around those devices (their device lock stays taken until the kernel is done).
 void markPending(Host& host, Journal jr, const PendingWrites& pending) {
   if (pending.unbinds.empty() && pending.probes.empty() && pending.numVfs.empty()) return;
-  for (auto& d : jr.devices) {
-    if (auto it = pending.unbinds.find(d.bdf); it != pending.unbinds.end())
-      d.pendingUnbind = it->second;
-    if (pending.probes.count(d.bdf)) d.pendingProbe = true;
+  // A VF the rollback created anew is not among the journal's devices yet: it joins them, so
+  // that the next run and the status leave it alone too.
+  auto entry = [&](const Bdf& b) -> JournalDevice* {
+    for (auto& d : jr.devices) {
+      if (d.bdf == b) return &d;
+    }
+    for (const auto& sv : jr.sriov) {
+      for (const auto& vf : sv.vfs) {
+        if (vf.bdf != b) continue;
+        jr.devices.push_back({b, vf.state, std::nullopt});
+        return &jr.devices.back();
+      }
+    }
+    return nullptr;
+  };
+  for (const auto& [bdf, driver] : pending.unbinds) {
+    if (auto* d = entry(bdf)) d->pendingUnbind = driver;
+  }
+  for (const auto& bdf : pending.probes) {
+    if (auto* d = entry(bdf)) d->pendingProbe = true;
   }
   for (auto& sv : jr.sriov) {
     if (pending.numVfs.count(sv.pf)) sv.pendingWrite = true;
@@ -501,7 +528,7 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
     if (mv.changes) jr.devices.push_back({mv.bdf, mv.from, std::nullopt});
   }
   for (const auto& vm : plan.vfMoves) jr.devices.push_back({vm.bdf, vm.from, std::nullopt});
-  for (const auto& sc : plan.sriov) jr.sriov.push_back({sc.pf, sc.from});
+  for (const auto& sc : plan.sriov) jr.sriov.push_back({sc.pf, sc.from, false, sc.vfs});
   if (!jr.vgpuGpus.empty()) jr.vgpus = readVgpuDevices(k.host, liveParents(k.host, jr.vgpuGpus));
 
   // Shared by the lanes, under one mutex: the journal, the touched set, the first error.

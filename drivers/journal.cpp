@@ -39,8 +39,16 @@ std::string toJson(const Journal& jr) {
   }
   j["sriov"] = json::array();
   for (const auto& s : jr.sriov) {
-    j["sriov"].push_back(
-        {{"pf", s.pf.str()}, {"numvfs", s.numvfs}, {"pending_write", s.pendingWrite}});
+    json vfs = json::array();
+    for (const auto& vf : s.vfs) {
+      vfs.push_back({{"bdf", vf.bdf.str()},
+                     {"driver", optString(vf.state.driver)},
+                     {"driver_override", optString(vf.state.driverOverride)}});
+    }
+    j["sriov"].push_back({{"pf", s.pf.str()},
+                          {"numvfs", s.numvfs},
+                          {"pending_write", s.pendingWrite},
+                          {"vfs", std::move(vfs)}});
   }
   j["vgpu_gpus"] = json::array();
   for (const auto& b : jr.vgpuGpus) j["vgpu_gpus"].push_back(b.str());
@@ -73,11 +81,12 @@ std::optional<int64_t> intField(const json& j, const char* key, int64_t lo, int6
   return v;
 }
 
-Result<std::optional<std::string>> nameField(const json& j, const char* key) {
+Result<std::optional<std::string>> nameField(const json& j, const char* key,
+                                             const std::string& where) {
   auto it = j.find(key);
-  if (it == j.end()) return bad(std::string("missing \"") + key + "\"");
+  if (it == j.end()) return bad(where + ": missing \"" + key + "\"");
   if (it->is_null()) return std::optional<std::string>{};
-  if (!it->is_string()) return bad(std::string("\"") + key + "\" is not a string or null");
+  if (!it->is_string()) return bad(where + ": \"" + key + "\" is not a string or null");
   return std::optional<std::string>(it->get<std::string>());
 }
 
@@ -114,9 +123,9 @@ Result<Journal> parseJournalJson(const json& j) {
     if (!d.is_object()) return bad(where + ": not an object");
     auto bdf = bdfField(d, where);
     if (!bdf) return bdf.error();
-    auto drv = nameField(d, "driver");
+    auto drv = nameField(d, "driver", where);
     if (!drv) return drv.error();
-    auto ovr = nameField(d, "driver_override");
+    auto ovr = nameField(d, "driver_override", where);
     if (!ovr) return ovr.error();
     DeviceState st{*drv, *ovr};
     // The journal drives writes during recovery: a name that could leave sysfs stops it here.
@@ -126,7 +135,7 @@ Result<Journal> parseJournalJson(const json& j) {
     }
     std::optional<std::string> pending;
     if (d.contains("pending_unbind")) {
-      auto p = nameField(d, "pending_unbind");
+      auto p = nameField(d, "pending_unbind", where);
       if (!p) return p.error();
       pending = *p;
       if (pending) {
@@ -201,7 +210,25 @@ Result<Journal> parseJournalJson(const json& j) {
       if (!p->is_boolean()) return bad(where + ": \"pending_write\" is not true or false");
       pending = p->get<bool>();
     }
-    jr.sriov.push_back({*pf, static_cast<int>(*n), pending});
+    // Journals written before "vfs" (and VFs that were all removed anyway) have none.
+    std::vector<VfState> vfs;
+    auto vfList = sriov[i].value("vfs", json::array());
+    if (!vfList.is_array()) return bad(where + ": \"vfs\" is not an array");
+    for (size_t v = 0; v < vfList.size(); ++v) {
+      const json& e = vfList[v];
+      const std::string at = where + " vfs[" + std::to_string(v) + "]";
+      if (!e.is_object()) return bad(at + ": not an object");
+      auto bdf = bdfField(e, at);
+      if (!bdf) return bdf.error();
+      auto drv = nameField(e, "driver", at);
+      if (!drv) return drv.error();
+      auto ovr = nameField(e, "driver_override", at);
+      if (!ovr) return ovr.error();
+      DeviceState st{*drv, *ovr};
+      if (auto c = checkDeviceState(bdf->str(), st); !c) return bad(at + ": " + c.error().message);
+      vfs.push_back({*bdf, st});
+    }
+    jr.sriov.push_back({*pf, static_cast<int>(*n), pending, std::move(vfs)});
   }
   for (size_t i = 0; i < vgpuGpus.size(); ++i) {
     auto b = bdfString(vgpuGpus[i], "vgpu_gpus[" + std::to_string(i) + "]");

@@ -42,6 +42,9 @@ struct JournalSriov {
   // removing a VF (a VF driver's remove() waits for whoever holds the VF) with the PF's device
   // lock taken (sriov_numvfs_store), so neither the PF nor its VFs may be touched until it is done.
   bool pendingWrite = false;
+  // The VFs enabled before the run, with the driver and override each had: a rollback that
+  // enables the VFs again puts each one back (the kernel creates them anew, see VfState).
+  std::vector<VfState> vfs;
 };
 
 // Version 2 adds the vGPU state; version 1 journals (no vGPU keys) still parse.

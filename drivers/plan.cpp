@@ -188,7 +188,11 @@ void sriovSteps(Builder& b, std::vector<Step>& out, const PciFunction& pf,
     add(StepKind::kProbe);
     add(StepKind::kVerifyDriver, driverBack);
   }
-  b.plan.sriov.push_back({pf.bdf, from, to});
+  std::vector<VfState> vfs;
+  for (const auto& vf : pf.virtfns) {
+    if (const PciFunction* f = b.s.find(vf)) vfs.push_back({vf, {f->driver, f->driverOverride}});
+  }
+  b.plan.sriov.push_back({pf.bdf, from, to, std::move(vfs)});
 }
 
 void removeStep(Builder& b, const VgpuDevice& d) {

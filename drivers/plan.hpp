@@ -92,10 +92,20 @@ struct VfMove {
   DeviceState from;
 };
 
+// A VF as it was before a plan disabled its PF's VFs. The kernel removes the VF with its driver
+// binding and driver_override; enabling the VFs again creates them as new devices, which the
+// kernel binds to their default driver (or to none, with sriov_drivers_autoprobe off), not to the
+// one they had (pci_iov_add_virtfn() in drivers/pci/iov.c).
+struct VfState {
+  Bdf bdf;
+  DeviceState state;
+};
+
 struct SriovChange {
   Bdf pf;
   int from = 0;
   int to = 0;
+  std::vector<VfState> vfs;  // the VFs enabled before the change, as they were
 };
 
 struct Plan {

@@ -790,7 +790,9 @@ void vfToVfio(VRig& r, const char* vf) {
   REQUIRE(r.kernel.loadModule("vfio_pci"));
   const std::string dev = std::string("sys/bus/pci/devices/") + vf;
   REQUIRE(r.kernel.writeAttr(dev + "/driver_override", "vfio-pci"));
-  REQUIRE(r.kernel.writeAttr("sys/bus/pci/drivers/nvidia/unbind", vf));
+  if (auto d = r.driver(vf)) {  // none where sriov_drivers_autoprobe is off
+    REQUIRE(r.kernel.writeAttr("sys/bus/pci/drivers/" + *d + "/unbind", vf));
+  }
   REQUIRE(r.kernel.writeAttr("sys/bus/pci/drivers_probe", vf));
   REQUIRE(r.driver(vf) == std::optional<std::string>("vfio-pci"));
 }
@@ -852,6 +854,69 @@ TEST_CASE("a VF moved to the host driver is put back on its driver by a rollback
   }
 }
 
+// Leaving vm-vgpu disables the VFs: the kernel removes them, with their drivers and overrides. A
+// rollback enables them again, and the kernel then binds each VF as it binds a new device (its
+// default driver, or none with sriov_drivers_autoprobe off), not as it was: the rollback must put
+// each VF back on the driver and override it had.
+TEST_CASE("a rollback that enables VFs again puts each VF back on its driver and override",
+          "[vgpu][faults][crash]") {
+  struct Case {
+    const char* what;
+    bool autoprobe;
+    Mode to;
+  };
+  for (const Case& c : {Case{"a VF on vfio-pci, container", true, Mode::kContainer},
+                        Case{"autoprobe off, vm-passthrough", false, Mode::kVmPassthrough},
+                        Case{"autoprobe off, container", false, Mode::kContainer}}) {
+    auto setUp = [&](VRig& r) {
+      if (!c.autoprobe) {
+        for (const char* pf : {"0000:3b:00.0", "0000:86:00.0"}) {
+          r.fx.write(std::string("sys/bus/pci/devices/") + pf + "/sriov_drivers_autoprobe", "0\n");
+        }
+      }
+      vgpuWithVfOnVfio(r);
+    };
+    size_t writes = 0, steps = 0;
+    {
+      VRig probe("vgpu-two-a10");
+      setUp(probe);
+      const size_t first = probe.kernel.writeCount();
+      steps = probe.plan(c.to).steps.size();
+      probe.apply(c.to);
+      writes = probe.kernel.writeCount() - first;
+    }
+    REQUIRE(writes > 2);
+    for (size_t k = 0; k < writes; ++k) {
+      INFO(c.what << ": failure at write " << k << " of " << writes);
+      VRig r("vgpu-two-a10");
+      setUp(r);
+      auto before = r.fx.deviceState();
+      const size_t vgpusBefore = r.vgpus().size();
+      Plan p = r.plan(c.to);
+      r.kernel.failWrite(r.kernel.writeCount() + k, EIO);
+      auto res = applyPlan(r.k, p, r.opt);
+      REQUIRE_FALSE(res);
+      CHECK_THAT(res.error().advice, Catch::Contains("every device was put back"));
+      CHECK(diff(before, r.fx.deviceState()) == "");
+      CHECK(r.vgpus().size() == vgpusBefore);
+    }
+    for (size_t k = 0; k < steps; ++k) {
+      INFO(c.what << ": crash after step " << k << " of " << steps);
+      VRig r("vgpu-two-a10");
+      setUp(r);
+      auto before = r.fx.deviceState();
+      const size_t vgpusBefore = r.vgpus().size();
+      r.opt.afterStep = [k](size_t i) { return i != k; };
+      REQUIRE_FALSE(applyPlan(r.k, r.plan(c.to), r.opt));
+      r.opt.afterStep = nullptr;
+      auto rec = recoverJournal(r.k, r.opt);
+      if (!rec) FAIL(rec.error().describe());
+      CHECK(diff(before, r.fx.deviceState()) == "");
+      CHECK(r.vgpus().size() == vgpusBefore);
+    }
+  }
+}
+
 TEST_CASE("a VM holding a VF on vfio-pci blocks the plan that moves the VF", "[vgpu]") {
   VRig r("vgpu-two-a10");
   vgpuWithVfOnVfio(r);
@@ -888,6 +953,36 @@ LeftJournal leftJournal(const Host& h) {
 }
 
 }  // namespace
+
+TEST_CASE("a VF whose probe does not return while the rollback puts it back is journalled",
+          "[vgpu]") {
+  // Leaving vm-vgpu with sriov_drivers_autoprobe off, a VF on vfio-pci: 0000:86:00.0's unbindLock
+  // fails after 0000:3b:00.0's VFs went, and the rollback's bind of the re-created VF to
+  // vfio-pci hangs in probe(): the VF must join the journal's devices as pending.
+  VRig r("vgpu-two-a10");
+  for (const char* pf : {"0000:3b:00.0", "0000:86:00.0"})
+    r.fx.write(std::string("sys/bus/pci/devices/") + pf + "/sriov_drivers_autoprobe", "0\n");
+  vgpuWithVfOnVfio(r);
+  auto before = r.fx.deviceState();
+  const Bdf vf = *parseBdf("0000:3b:00.6");
+  r.kernel.stallProbe(vf);
+  r.kernel.failWritesTo("0000:86:00.0/unbindLock", EIO);
+  auto res = applyPlan(r.k, r.plan(Mode::kContainer), r.opt);
+  REQUIRE_FALSE(res);
+  CHECK_THAT(res.error().describe(),
+             Catch::Contains("ROLLBACK FAILED: 0000:3b:00.6: cannot restore it to vfio-pci: bind"));
+  CHECK(leftJournal(r.kernel).probePending(vf));
+  CHECK(r.kernel.blockedAccesses().empty());
+  auto held = recoverJournal(r.k, r.opt);  // refused while the probe runs
+  REQUIRE_FALSE(held);
+  CHECK_THAT(held.error().describe(), Catch::Contains("0000:3b:00.6: left as it is"));
+  CHECK(r.kernel.blockedAccesses().empty());
+  r.kernel.releaseDevice(vf);
+  auto rec = recoverJournal(r.k, r.opt);
+  if (!rec) FAIL(rec.error().describe());
+  CHECK(diff(before, r.fx.deviceState()) == "");
+  CHECK(r.kernel.blockedAccesses().empty());
+}
 
 TEST_CASE(
     "an sriov_numvfs write that never returns is reported and journalled, and the PF read around",

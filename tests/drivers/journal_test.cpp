@@ -17,7 +17,7 @@ TEST_CASE("the journal keeps the vGPU state and reads version 1 journals", "[vgp
   Journal j;
   j.mode = Mode::kVmVgpu;
   j.pid = 42;
-  j.sriov = {{*parseBdf("0000:3b:00.0"), 0}};
+  j.sriov = {{*parseBdf("0000:3b:00.0"), 0, false, {}}};
   j.vgpuGpus = {*parseBdf("0000:3b:00.0")};
   j.vgpus = {
       {VgpuInterface::kMdev, *parseBdf("0000:3b:00.4"),
@@ -53,11 +53,46 @@ TEST_CASE("the journal keeps the vGPU state and reads version 1 journals", "[vgp
   }
 }
 
+TEST_CASE("the journal keeps each VF's driver and override, and older journals have none",
+          "[vgpu][journal]") {
+  Journal j;
+  j.mode = Mode::kContainer;
+  j.sriov = {{*parseBdf("0000:3b:00.0"),
+              2,
+              false,
+              {{*parseBdf("0000:3b:00.4"), {std::string("nvidia"), std::string("nvidia")}},
+               {*parseBdf("0000:3b:00.5"), {std::string("vfio-pci"), std::nullopt}}}}};
+  auto back = parseJournal(toJson(j));
+  REQUIRE(back);
+  REQUIRE(back->sriov.size() == 1);
+  REQUIRE(back->sriov[0].vfs.size() == 2);
+  CHECK(back->sriov[0].vfs[0].bdf == *parseBdf("0000:3b:00.4"));
+  CHECK(back->sriov[0].vfs[0].state == DeviceState{std::string("nvidia"), std::string("nvidia")});
+  CHECK(back->sriov[0].vfs[1].state == DeviceState{std::string("vfio-pci"), std::nullopt});
+  auto old = parseJournal(
+      R"({"version": 2, "mode": "container", "next": 0, "sriov": [{"pf": "0000:3b:00.0", "numvfs": 4}]})");
+  REQUIRE(old);
+  CHECK(old->sriov[0].vfs.empty());
+  // The journal drives writes: a driver name that could leave sysfs is refused like a device's.
+  auto bad = parseJournal(R"({"version": 2, "mode": "container", "next": 0, "sriov": [{"pf":
+      "0000:3b:00.0", "numvfs": 4, "vfs": [{"bdf": "0000:3b:00.4", "driver": "../../x", "driver_override": null}]}]})");
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error().message, Catch::StartsWith("journal: sriov[0] vfs[0]: "));
+  auto missing = parseJournal(R"({"version": 2, "mode": "container", "next": 0, "sriov": [{"pf":
+      "0000:3b:00.0", "numvfs": 4, "vfs": [{"bdf": "0000:3b:00.4", "driver": null}]}]})");
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().message == "journal: sriov[0] vfs[0]: missing \"driver_override\"");
+  auto notList = parseJournal(R"({"version": 2, "mode": "container", "next": 0, "sriov": [{"pf":
+      "0000:3b:00.0", "numvfs": 4, "vfs": {}}]})");
+  REQUIRE_FALSE(notList);
+  CHECK(notList.error().message == "journal: sriov[0]: \"vfs\" is not an array");
+}
+
 TEST_CASE("a PF's sriov_numvfs write left pending is kept, and older journals read as not pending",
           "[vgpu][journal]") {
   Journal j;
   j.mode = Mode::kContainer;
-  j.sriov = {{*parseBdf("0000:3b:00.0"), 16, true}, {*parseBdf("0000:86:00.0"), 16, false}};
+  j.sriov = {{*parseBdf("0000:3b:00.0"), 16, true, {}}, {*parseBdf("0000:86:00.0"), 16, false, {}}};
   auto back = parseJournal(toJson(j));
   REQUIRE(back);
   REQUIRE(back->sriov.size() == 2);

@@ -767,16 +767,48 @@ hp_t_vf_held_numvfs_pending() {
     for p in $(pidof hostprep); do wait $p 2>/dev/null || true; done
     wait_numvfs 0 || why="${why:-sriov_numvfs is $(cat $P/$NVME/sriov_numvfs) after the holder closed}"
     note "with the VF held: ${why:-prepare returned, the next prepare refused, status answered}"
-    # The next run rolls the journal back (sriov_numvfs 1 again), then container mode disables
-    # the VFs of the GPU it selects.
-    hp_expect 0 prepare --mode container $ids --devices $NVME
+    # The next run rolls the journal back: sriov_numvfs 1 again, and the VF, created anew, back on
+    # vfio-pci with its override (that run selects another device, so nothing moves after).
+    hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_A
     grep -q "rolled back an interrupted run" $T/hp.out || die "the next run did not resolve the journal"
     expect_drv $NVME nvme
+    expect_drv $vf vfio-pci "the VF after the rollback"
+    [ "$(ovr $vf)" = vfio-pci ] || die "the VF's driver_override is '$(ovr $vf)' after the rollback"
     expect_no_journal
     echo 0 > $P/$NVME/sriov_numvfs
     echo 1 > $P/$NVME/sriov_drivers_autoprobe
     expect_boot_state
     [ -z "$why" ] || die "$why"
+}
+hp_t_vf_back_after_crash() {
+    # A run that disabled a PF's VFs dies right after the sriov_numvfs write. The next run's
+    # rollback enables them again, and the kernel creates the VF anew: without its override and,
+    # with sriov_drivers_autoprobe 0, on no driver. The rollback must put the VF back on vfio-pci
+    # with its override, as it was. (The next run selects another device, so nothing moves after.)
+    local vf ids="--gpu-ids 1b36:0010 --host-driver nvme" k
+    modprobe vfio-pci
+    echo 0 > $P/$NVME/sriov_drivers_autoprobe
+    echo 1 > $P/$NVME/sriov_numvfs
+    vf=$(readlink $P/$NVME/virtfn0); vf=${vf##*/}
+    vfio_bind $vf
+    expect_drv $vf vfio-pci "the VF after vfio_bind"
+    hp_expect 0 --output json prepare --mode vm-passthrough --dry-run $ids --devices $NVME
+    k=$(grep -o '"kind": *"[a-z-]*"' $T/hp.out | grep -n set-numvfs | head -1 | cut -d: -f1)
+    [ -n "$k" ] || die "the plan has no sriov_numvfs step: $(cat $T/hp.out)"
+    # --force: a VF on vfio-pci counts as a VM's (none holds it here).
+    HOSTPREP_TEST_CRASH_AFTER_STEP=$((k - 1)) hp prepare --mode vm-passthrough $ids --devices $NVME --force
+    [ "$HP_RC" = 137 ] || die "exit $HP_RC, expected death by SIGKILL (137)"
+    [ "$(cat $P/$NVME/sriov_numvfs)" = 0 ] || die "the crashed run did not disable the VF"
+    hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_A
+    grep -q "rolled back an interrupted run" $T/hp.out || die "the next run did not resolve the journal"
+    expect_no_journal
+    [ "$(cat $P/$NVME/sriov_numvfs)" = 1 ] || die "sriov_numvfs not put back to 1"
+    expect_drv $vf vfio-pci "the VF after the rollback"
+    [ "$(ovr $vf)" = vfio-pci ] || die "the VF's driver_override is '$(ovr $vf)' after the rollback, not vfio-pci"
+    expect_drv $NVME nvme
+    echo 0 > $P/$NVME/sriov_numvfs
+    echo 1 > $P/$NVME/sriov_drivers_autoprobe
+    expect_boot_state
 }
 wait_numvfs() { # N: sriov_numvfs of the nvme PF reads N within 10 s
     local i=0

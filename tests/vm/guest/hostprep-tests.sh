@@ -19,4 +19,5 @@ run_test hostprep.sigkill_sweep_both_directions ". /tests/sigkill-sweep.sh; hp_t
 run_test hostprep.sigkill_during_slow_remove hp_t_sigkill_slow_remove 90
 run_test hostprep.force_with_holder_times_out hp_t_force_holder 120
 run_test hostprep.vf_held_numvfs_write_pending hp_t_vf_held_numvfs_pending 120
+run_test hostprep.vf_driver_back_after_crash hp_t_vf_back_after_crash 90
 run_test hostprep.probe_stalled_is_left_alone hp_t_probe_stalled 120
