@@ -65,17 +65,6 @@ void remember(Host& host, const ConvergeOptions& opt, const Plan& plan) {
     spdlog::warn("{}", s.error().describe());
 }
 
-// The snapshot a run plans from: every function light (id, class, driver, physfn), and whole
-// only what a selection can reach: the functions it may pick as GPUs or NVSwitches, every VF (a
-// plan tears VFs and vGPU devices down, and vfsInUse reads their drivers), and the members of
-// their IOMMU groups and their consumers (the companions, and what makes a group unsafe).
-// selectDevices, makePlan and vfsInUse read nothing else; on a host of a few dozen functions
-// this skips most of the reads of the NICs, disks and bridges that never move.
-Result<Snapshot> readPrepareSnapshot(const Host& host, const SelectionOptions& selection) {
-  return readSnapshot(
-      host, [&](const PciFunction& f) { return maySelect(f, selection) || f.physfn.has_value(); });
-}
-
 }  // namespace
 
 std::string modeSummary(const std::map<Mode, int>& split, Mode fallback) {
@@ -159,7 +148,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   } else {  // a FABRIC_MODE that is no mode: preflight's gpu.fabric reports it; leave them
     selection.withNvSwitches = opt.nvSwitch == NvSwitchPolicy::kWithGpus;
   }
-  auto snap = readPrepareSnapshot(host, selection);
+  auto snap = readPlanSnapshot(host, selection);
   if (!snap) return failed(snap.error());
   c.snapshot = *snap;
 

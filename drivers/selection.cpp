@@ -76,6 +76,11 @@ bool maySelect(const PciFunction& f, const SelectionOptions& opt) {
   return isSelectedGpu(f, opt) || isNvSwitch(f);
 }
 
+Result<Snapshot> readPlanSnapshot(const Host& host, const SelectionOptions& selection) {
+  return readSnapshot(
+      host, [&](const PciFunction& f) { return maySelect(f, selection) || f.physfn.has_value(); });
+}
+
 std::vector<Bdf> Selection::gpus() const {
   std::vector<Bdf> out;
   for (const auto& t : targets) {

@@ -86,6 +86,16 @@ bool isSelectedGpu(const PciFunction& f, const SelectionOptions& opt);
 // they read).
 bool maySelect(const PciFunction& f, const SelectionOptions& opt);
 
+// The snapshot a run plans from (prepare, the agent's converge, and the unit tests' rigs, so that
+// they plan from the same read): every function light (id, class, driver, physfn), and whole only
+// what a selection can reach: the functions it may pick as GPUs or NVSwitches, every VF (a plan
+// tears VFs and vGPU devices down and puts VFs back on their driver and override, and vfsInUse
+// reads their drivers), and the members of their IOMMU groups and their consumers (the
+// companions, and what makes a group unsafe). selectDevices, makePlan and vfsInUse read nothing
+// else; on a host of a few dozen functions this skips most of the reads of the NICs, disks and
+// bridges that never move.
+Result<Snapshot> readPlanSnapshot(const Host& host, const SelectionOptions& selection);
+
 // Fails (exit 2) when --devices names a function that does not exist or is not a selected GPU.
 Result<Selection> selectDevices(const Snapshot& s, const SelectionOptions& opt);
 

@@ -33,7 +33,7 @@ struct Rig {
   }
 
   Plan plan(Mode mode, SelectionOptions so = {}) {
-    auto s = readSnapshot(kernel);
+    auto s = readPlanSnapshot(kernel, so);  // what prepare reads
     REQUIRE(s);
     auto sel = selectDevices(*s, so);
     REQUIRE(sel);
@@ -101,7 +101,7 @@ struct VRig {
 
   // config: a name in kConfig, or "" for the embedded defaults.
   Result<Plan> tryPlan(Mode mode, const std::string& config = {}) {
-    auto s = readSnapshot(kernel);
+    auto s = readPlanSnapshot(kernel, so);  // what prepare reads
     REQUIRE(s);
     auto sel = selectDevices(*s, so);
     REQUIRE(sel);
