@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -480,29 +481,69 @@ Status RootHost::writeAttr(std::string_view path, std::string_view data,
   return {};
 }
 
+namespace {
+
+// Writes all of `data` to fd, sets its mode and makes it durable.
+bool fillFile(int fd, std::string_view data, mode_t mode) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return ::fchmod(fd, mode) == 0 && ::fsync(fd) == 0;
+}
+
+// Gives the unnamed file fd (O_TMPFILE) the name `name`: linkat(2) of /proc/self/fd/N with
+// AT_SYMLINK_FOLLOW, as open(2) shows for O_TMPFILE. A name of this process's pid that exists
+// was left by a dead process with the same pid (killed between this link and its rename): it
+// goes. False, with errno, when the file cannot be named (no /proc).
+bool nameUnnamed(int fd, const std::string& name) {
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  for (int tries = 0; tries < 2; ++tries) {
+    if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0)
+      return true;
+    if (errno != EEXIST) return false;
+    ::unlink(name.c_str());
+  }
+  return false;
+}
+
+}  // namespace
+
+// The new content goes to an unnamed file in the target's directory (O_TMPFILE), is made durable,
+// then gets a temporary name and is renamed over the target, whose directory entry is made
+// durable too. A run killed while it writes (SIGKILL, power loss) leaves nothing behind: an
+// unnamed file goes with its last descriptor; only a kill between the link and the rename leaves
+// a `.NAME.PID.N` file. Where the filesystem has no O_TMPFILE (EOPNOTSUPP; EISDIR before Linux
+// 3.11) or /proc is missing, a mkstemp(3) file `.NAME.XXXXXX` is written and renamed instead.
 Status RootHost::writeFileAtomic(std::string_view path, std::string_view data, mode_t mode) {
   if (auto e = unsafePath(path)) return *e;
   const std::filesystem::path p = resolve(path);
-  std::string tmpl = (p.parent_path() / ("." + p.filename().string() + ".XXXXXX")).string();
-  int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) return sysError("cannot create a temporary file beside " + p.string(), errno);
+  const std::string base = (p.parent_path() / ("." + p.filename().string() + ".")).string();
+  static std::atomic<unsigned> serial{0};
+  std::string tmp = base + std::to_string(::getpid()) + "." + std::to_string(serial++);
+  int err = 0;
   bool ok = false;
-  {
+  int fd = ::open(p.parent_path().c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd >= 0) {
     FdCloser closer{fd};
-    size_t off = 0;
-    while (off < data.size()) {
-      ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-    ok = off == data.size() && ::fchmod(fd, mode) == 0 && ::fsync(fd) == 0;
+    if (!fillFile(fd, data, mode)) return sysError("cannot write " + p.string(), errno);
+    ok = nameUnnamed(fd, tmp);
   }
-  int e = errno;
-  if (!ok || ::rename(tmpl.c_str(), p.c_str()) != 0) {
-    e = ok ? errno : e;
-    ::unlink(tmpl.c_str());
-    return sysError("cannot write " + p.string(), e);
+  if (!ok) {  // no O_TMPFILE here, or it could not be named: a named temporary file
+    tmp = base + "XXXXXX";
+    fd = ::mkstemp(tmp.data());
+    if (fd < 0) return sysError("cannot create a temporary file beside " + p.string(), errno);
+    FdCloser closer{fd};
+    ok = fillFile(fd, data, mode);
+    err = errno;
+  }
+  if (!ok || ::rename(tmp.c_str(), p.c_str()) != 0) {
+    err = ok ? errno : err;
+    ::unlink(tmp.c_str());
+    return sysError("cannot write " + p.string(), err);
   }
   // Make the rename itself durable.
   int dfd = ::open(p.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/kcmp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -66,6 +67,34 @@ TEST_CASE("a concurrent reader never sees a torn or missing status file", "[host
   CHECK(reads.load() > 0);
   // No temporary files are left behind.
   CHECK(host.list("run/hostprep")->size() == 1);
+}
+
+TEST_CASE("a writer killed while it writes leaves no temporary file behind", "[host][atomic]") {
+  // RLIMIT_FSIZE stops the child's write of the new status file half-way with SIGXFSZ, as a
+  // SIGKILL or a crash would: the old file stays whole, and nothing else is left in its directory.
+  Fixture fx;
+  RootHost host(fx.root());
+  REQUIRE(host.makeDirs("run/hostprep", 0755));
+  REQUIRE(host.writeFileAtomic("run/hostprep/status.json", "{\"old\": true}\n"));
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    rlimit small{64 * 1024, 64 * 1024};
+    rlimit noCore{0, 0};
+    ::setrlimit(RLIMIT_CORE, &noCore);
+    ::setrlimit(RLIMIT_FSIZE, &small);
+    ::signal(SIGXFSZ, SIG_DFL);
+    (void)host.writeFileAtomic("run/hostprep/status.json", std::string(1 << 20, 'x'));
+    ::_exit(0);
+  }
+  int st = 0;
+  REQUIRE(::waitpid(pid, &st, 0) == pid);
+  REQUIRE(WIFSIGNALED(st));
+  CHECK(WTERMSIG(st) == SIGXFSZ);
+  CHECK(*host.list("run/hostprep") == std::vector<std::string>{"status.json"});
+  std::ifstream f(fx.path("run/hostprep/status.json"));
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(text == "{\"old\": true}\n");
 }
 
 TEST_CASE("a timed attribute read returns the text, or the errno of the read", "[host]") {
