@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
 
 #include "drivers/snapshot.hpp"
 #include "drivers/validate.hpp"
@@ -99,6 +100,22 @@ Result<Bdf> bdfField(const json& j, const std::string& where) {
   return *b;
 }
 
+// {"bdf": ..., "driver": ..., "driver_override": ...}: a device and the state a recovery puts it
+// back to.
+Result<std::pair<Bdf, DeviceState>> deviceEntry(const json& d, const std::string& where) {
+  if (!d.is_object()) return bad(where + ": not an object");
+  auto bdf = bdfField(d, where);
+  if (!bdf) return bdf.error();
+  auto drv = nameField(d, "driver", where);
+  if (!drv) return drv.error();
+  auto ovr = nameField(d, "driver_override", where);
+  if (!ovr) return ovr.error();
+  DeviceState st{*drv, *ovr};
+  // The journal drives writes during recovery: a name that could leave sysfs stops it here.
+  if (auto v = checkDeviceState(bdf->str(), st); !v) return bad(where + ": " + v.error().message);
+  return std::pair{*bdf, st};
+}
+
 Result<Journal> parseJournalJson(const json& j) {
   Journal jr;
   if (!j.is_object()) return bad("not a JSON object");
@@ -120,18 +137,11 @@ Result<Journal> parseJournalJson(const json& j) {
   for (size_t i = 0; i < devices.size(); ++i) {
     const json& d = devices[i];
     const std::string where = "devices[" + std::to_string(i) + "]";
-    if (!d.is_object()) return bad(where + ": not an object");
-    auto bdf = bdfField(d, where);
-    if (!bdf) return bdf.error();
-    auto drv = nameField(d, "driver", where);
-    if (!drv) return drv.error();
-    auto ovr = nameField(d, "driver_override", where);
-    if (!ovr) return ovr.error();
-    DeviceState st{*drv, *ovr};
-    // The journal drives writes during recovery: a name that could leave sysfs stops it here.
-    if (auto v = checkDeviceState(bdf->str(), st); !v) return bad(where + ": " + v.error().message);
+    auto entry = deviceEntry(d, where);
+    if (!entry) return entry.error();
+    const auto& [bdf, st] = *entry;
     for (const auto& prev : jr.devices) {
-      if (prev.bdf == *bdf) return bad(where + ": " + bdf->str() + " is listed twice");
+      if (prev.bdf == bdf) return bad(where + ": " + bdf.str() + " is listed twice");
     }
     std::optional<std::string> pending;
     if (d.contains("pending_unbind")) {
@@ -148,7 +158,7 @@ Result<Journal> parseJournalJson(const json& j) {
       if (!p->is_boolean()) return bad(where + ": \"pending_probe\" is not true or false");
       probing = p->get<bool>();
     }
-    jr.devices.push_back({*bdf, st, pending, probing});
+    jr.devices.push_back({bdf, st, pending, probing});
   }
   for (size_t i = 0; i < steps.size(); ++i) {
     const json& s = steps[i];
@@ -215,18 +225,9 @@ Result<Journal> parseJournalJson(const json& j) {
     auto vfList = sriov[i].value("vfs", json::array());
     if (!vfList.is_array()) return bad(where + ": \"vfs\" is not an array");
     for (size_t v = 0; v < vfList.size(); ++v) {
-      const json& e = vfList[v];
-      const std::string at = where + " vfs[" + std::to_string(v) + "]";
-      if (!e.is_object()) return bad(at + ": not an object");
-      auto bdf = bdfField(e, at);
-      if (!bdf) return bdf.error();
-      auto drv = nameField(e, "driver", at);
-      if (!drv) return drv.error();
-      auto ovr = nameField(e, "driver_override", at);
-      if (!ovr) return ovr.error();
-      DeviceState st{*drv, *ovr};
-      if (auto c = checkDeviceState(bdf->str(), st); !c) return bad(at + ": " + c.error().message);
-      vfs.push_back({*bdf, st});
+      auto entry = deviceEntry(vfList[v], where + " vfs[" + std::to_string(v) + "]");
+      if (!entry) return entry.error();
+      vfs.push_back({entry->first, entry->second});
     }
     jr.sriov.push_back({*pf, static_cast<int>(*n), pending, std::move(vfs)});
   }

@@ -886,33 +886,35 @@ TEST_CASE("a rollback that enables VFs again puts each VF back on its driver and
       writes = probe.kernel.writeCount() - first;
     }
     REQUIRE(writes > 2);
-    for (size_t k = 0; k < writes; ++k) {
-      INFO(c.what << ": failure at write " << k << " of " << writes);
+    // The case from its start state, broken and resolved by `run`: everything as it was.
+    auto restored = [&](const std::function<void(VRig&)>& run) {
       VRig r("vgpu-two-a10");
       setUp(r);
       auto before = r.fx.deviceState();
       const size_t vgpusBefore = r.vgpus().size();
-      Plan p = r.plan(c.to);
-      r.kernel.failWrite(r.kernel.writeCount() + k, EIO);
-      auto res = applyPlan(r.k, p, r.opt);
-      REQUIRE_FALSE(res);
-      CHECK_THAT(res.error().advice, Catch::Contains("every device was put back"));
+      run(r);
       CHECK(diff(before, r.fx.deviceState()) == "");
       CHECK(r.vgpus().size() == vgpusBefore);
+    };
+    for (size_t k = 0; k < writes; ++k) {
+      INFO(c.what << ": failure at write " << k << " of " << writes);
+      restored([&](VRig& r) {
+        Plan p = r.plan(c.to);
+        r.kernel.failWrite(r.kernel.writeCount() + k, EIO);
+        auto res = applyPlan(r.k, p, r.opt);
+        REQUIRE_FALSE(res);
+        CHECK_THAT(res.error().advice, Catch::Contains("every device was put back"));
+      });
     }
     for (size_t k = 0; k < steps; ++k) {
       INFO(c.what << ": crash after step " << k << " of " << steps);
-      VRig r("vgpu-two-a10");
-      setUp(r);
-      auto before = r.fx.deviceState();
-      const size_t vgpusBefore = r.vgpus().size();
-      r.opt.afterStep = [k](size_t i) { return i != k; };
-      REQUIRE_FALSE(applyPlan(r.k, r.plan(c.to), r.opt));
-      r.opt.afterStep = nullptr;
-      auto rec = recoverJournal(r.k, r.opt);
-      if (!rec) FAIL(rec.error().describe());
-      CHECK(diff(before, r.fx.deviceState()) == "");
-      CHECK(r.vgpus().size() == vgpusBefore);
+      restored([&](VRig& r) {
+        r.opt.afterStep = [k](size_t i) { return i != k; };
+        REQUIRE_FALSE(applyPlan(r.k, r.plan(c.to), r.opt));
+        r.opt.afterStep = nullptr;
+        auto rec = recoverJournal(r.k, r.opt);
+        if (!rec) FAIL(rec.error().describe());
+      });
     }
   }
 }

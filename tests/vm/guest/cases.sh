@@ -470,18 +470,24 @@ hp_t_mid_plan_failure() {
     expect_boot_state
 }
 
-hp_t_vf_in_use() {
-    # A PF (the nvme, standing in for a GPU) whose VF a VM could be using (bound to vfio-pci):
-    # vm-passthrough must disable SR-IOV first (vfio-pci refuses a PF with VFs), which would
-    # yank the VF, so hostprep refuses before anything changes. With the VF free, the PF moves
-    # and its VFs go.
-    local vf ids="--gpu-ids 1b36:0010 --host-driver nvme"
+# The nvme PF with one VF on vfio-pci (sriov_drivers_autoprobe 0), as a VM's passthrough VF is:
+# sets the caller's $vf.
+nvme_vf_on_vfio() {
     modprobe vfio-pci
     echo 0 > $P/$NVME/sriov_drivers_autoprobe
     echo 1 > $P/$NVME/sriov_numvfs
     vf=$(readlink $P/$NVME/virtfn0); vf=${vf##*/}
     vfio_bind $vf
     expect_drv $vf vfio-pci "the VF after vfio_bind"
+}
+
+hp_t_vf_in_use() {
+    # A PF (the nvme, standing in for a GPU) whose VF a VM could be using (bound to vfio-pci):
+    # vm-passthrough must disable SR-IOV first (vfio-pci refuses a PF with VFs), which would
+    # yank the VF, so hostprep refuses before anything changes. With the VF free, the PF moves
+    # and its VFs go.
+    local vf ids="--gpu-ids 1b36:0010 --host-driver nvme"
+    nvme_vf_on_vfio
     pci_state > $T/s1
     hp_expect 3 prepare --mode vm-passthrough $ids --devices $NVME
     grep -q "$vf (VF of $NVME) on vfio-pci" $T/hp.out || die "the refusal does not name the VF"
@@ -740,13 +746,8 @@ hp_t_vf_held_numvfs_pending() {
     # neither the next prepare nor status may hang while the VF stays held; once the holder goes,
     # the next run puts the VF count back.
     local vf ids="--gpu-ids 1b36:0010 --host-driver nvme" why=
-    modprobe vfio-pci
     modprobe vfio_iommu_type1
-    echo 0 > $P/$NVME/sriov_drivers_autoprobe
-    echo 1 > $P/$NVME/sriov_numvfs
-    vf=$(readlink $P/$NVME/virtfn0); vf=${vf##*/}
-    vfio_bind $vf
-    expect_drv $vf vfio-pci "the VF after vfio_bind"
+    nvme_vf_on_vfio
     hold_run vfio-group-status --hold $vf $(grp $vf)
     hp_bg 200 prepare --mode vm-passthrough $ids --devices $NVME --force --unbind-timeout 2
     left_pending "the VF is held" "sriov_numvfs write is still pending" pending_write
@@ -786,12 +787,7 @@ hp_t_vf_back_after_crash() {
     # with sriov_drivers_autoprobe 0, on no driver. The rollback must put the VF back on vfio-pci
     # with its override, as it was. (The next run selects another device, so nothing moves after.)
     local vf ids="--gpu-ids 1b36:0010 --host-driver nvme" k
-    modprobe vfio-pci
-    echo 0 > $P/$NVME/sriov_drivers_autoprobe
-    echo 1 > $P/$NVME/sriov_numvfs
-    vf=$(readlink $P/$NVME/virtfn0); vf=${vf##*/}
-    vfio_bind $vf
-    expect_drv $vf vfio-pci "the VF after vfio_bind"
+    nvme_vf_on_vfio
     hp_expect 0 --output json prepare --mode vm-passthrough --dry-run $ids --devices $NVME
     k=$(grep -o '"kind": *"[a-z-]*"' $T/hp.out | grep -n set-numvfs | head -1 | cut -d: -f1)
     [ -n "$k" ] || die "the plan has no sriov_numvfs step: $(cat $T/hp.out)"
