@@ -51,10 +51,11 @@ using WholeFunction = std::function<bool(const PciFunction& light)>;
 // other functions only the light attributes are set; iommuGroups names every group, with members
 // listed only for the groups of whole functions (the others are empty). A PF's VFs are found from
 // its virtfn links: the first VF is read light, the others take its id and class (the kernel
-// gives all VFs of a PF the same ones) and only their driver link is read; a VF that `whole`
-// picks (asked with that light read) is then read whole like any picked function. On 16 GPUs
-// with 255 VFs each, none picked, this reads one link of a VF instead of 14 attributes and a
-// directory listing, and 16 group directories instead of 4,098. A group of a whole function that is
+// gives all VFs of a PF the same ones) and only their driver link is read; of a VF that `whole`
+// picks (asked with that light read) also its driver_override and IOMMU group, what a plan needs
+// of a VF (its group's members are not listed). On 16 GPUs with 255 VFs each this reads one link
+// (three files with the VFs picked) of a VF instead of 14 attributes and a directory listing,
+// and 16 group directories instead of 4,098. A group of a whole function that is
 // not listed, or lists no member (groupMembers() then matches every function's iommu_group link),
 // falls back to readSnapshot(host).
 Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole);

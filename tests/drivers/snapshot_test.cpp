@@ -349,11 +349,10 @@ TEST_CASE("a scoped snapshot reads SR-IOV VFs light and their GPU whole", "[snap
   CHECK(scoped->find(*parseBdf("0000:80:00.0"))->virtfns.size() == 4);
 }
 
-TEST_CASE("a scoped snapshot that picks VFs reads them whole, driver_override included",
-          "[snapshot]") {
-  // prepare's read picks every VF (converge.cpp, readPrepareSnapshot): a plan moves VFs and puts
-  // them back on their driver and override, so a VF known from its PF's virtfn links must still
-  // be read whole when the predicate picks it. One VF was handed to vfio-pci by hand.
+TEST_CASE("a scoped snapshot that picks VFs reads their override and group too", "[snapshot]") {
+  // prepare's read picks every VF (readPlanSnapshot): a plan moves VFs and puts them back on their
+  // driver and override, and a VM's VF is known by its group. A VF known from its PF's virtfn
+  // links gets those read too, not only its driver. One VF was handed to vfio-pci by hand.
   std::string yaml =
       "kernel: 6.1.0-test-amd64\n"
       "devices:\n"
@@ -366,18 +365,27 @@ TEST_CASE("a scoped snapshot that picks VFs reads them whole, driver_override in
   Fixture fx(Fixture::HostYaml{yaml});
   RootHost host(fx.root());
   auto full = readSnapshot(host);
-  auto scoped = readSnapshot(
-      host, [](const PciFunction& f) { return maySelect(f, {}) || f.physfn.has_value(); });
+  auto scoped = readPlanSnapshot(host, {});
   REQUIRE(full);
   REQUIRE(scoped);
   REQUIRE(scoped->pci.size() == full->pci.size());
-  for (const auto& f : full->pci) {
-    INFO(f.bdf.str());
-    CHECK(*scoped->find(f.bdf) == f);
+  CHECK(*scoped->find(*parseBdf("0000:80:00.0")) == *full->find(*parseBdf("0000:80:00.0")));
+  for (const char* b : {"0000:80:00.1", "0000:80:00.2"}) {
+    INFO(b);
+    const PciFunction& f = *full->find(*parseBdf(b));
+    PciFunction expect;  // the light attributes, and the binding and group a plan needs
+    expect.bdf = f.bdf;
+    expect.id = f.id;
+    expect.classCode = f.classCode;
+    expect.physfn = f.physfn;
+    expect.driver = f.driver;
+    expect.driverOverride = f.driverOverride;
+    expect.iommuGroup = f.iommuGroup;
+    CHECK(*scoped->find(f.bdf) == expect);
   }
   CHECK(scoped->find(*parseBdf("0000:80:00.2"))->driverOverride ==
         std::optional<std::string>("vfio-pci"));
-  CHECK(scoped->iommuGroups == full->iommuGroups);
+  CHECK(scoped->find(*parseBdf("0000:80:00.2"))->iommuGroup == std::optional<int>(12));
 }
 
 TEST_CASE("a scoped snapshot takes a PF's VFs from its virtfn links and opens only the first",
