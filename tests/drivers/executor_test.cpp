@@ -954,6 +954,17 @@ LeftJournal leftJournal(const Host& h) {
   return {**jr};
 }
 
+// The stuck write returns (the holder lets go of `b`): the next run resolves the journal, and the
+// host is as it was before the run.
+template <class AnyRig>
+void releaseAndRecover(AnyRig& r, const Bdf& b, const std::map<std::string, std::string>& before) {
+  r.kernel.releaseDevice(b);
+  auto rec = recoverJournal(r.k, r.opt);
+  if (!rec) FAIL(rec.error().describe());
+  CHECK(diff(before, r.fx.deviceState()) == "");
+  CHECK(r.kernel.blockedAccesses().empty());
+}
+
 }  // namespace
 
 TEST_CASE("a VF whose probe does not return while the rollback puts it back is journalled",
@@ -979,11 +990,7 @@ TEST_CASE("a VF whose probe does not return while the rollback puts it back is j
   REQUIRE_FALSE(held);
   CHECK_THAT(held.error().describe(), Catch::Contains("0000:3b:00.6: left as it is"));
   CHECK(r.kernel.blockedAccesses().empty());
-  r.kernel.releaseDevice(vf);
-  auto rec = recoverJournal(r.k, r.opt);
-  if (!rec) FAIL(rec.error().describe());
-  CHECK(diff(before, r.fx.deviceState()) == "");
-  CHECK(r.kernel.blockedAccesses().empty());
+  releaseAndRecover(r, vf, before);
 }
 
 TEST_CASE(
@@ -1064,11 +1071,7 @@ TEST_CASE("an sriov_numvfs write of the rollback that never returns is journalle
   CHECK(leftJournal(r.kernel).numVfsPending(pf));
   CHECK(r.kernel.blockedAccesses().empty());
 
-  r.kernel.releaseDevice(vf);
-  auto rec = recoverJournal(r.k, r.opt);
-  if (!rec) FAIL(rec.error().describe());
-  CHECK(diff(before, r.fx.deviceState()) == "");
-  CHECK(r.kernel.blockedAccesses().empty());
+  releaseAndRecover(r, vf, before);
 }
 
 TEST_CASE("a probe that never returns is reported and journalled, and the device read around",
@@ -1135,9 +1138,5 @@ TEST_CASE("a bind of the rollback that never returns is journalled as pending", 
              Catch::Contains("ROLLBACK FAILED: 0000:3b:00.0: cannot restore it to nvidia: bind"));
   CHECK(leftJournal(r.kernel).probePending(gpu));
   CHECK(r.kernel.blockedAccesses().empty());
-  r.kernel.releaseDevice(gpu);
-  auto rec = recoverJournal(r.k, r.opt);
-  if (!rec) FAIL(rec.error().describe());
-  CHECK(r.fx.deviceState() == before);
-  CHECK(r.kernel.blockedAccesses().empty());
+  releaseAndRecover(r, gpu, before);
 }
