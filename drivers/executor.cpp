@@ -470,14 +470,15 @@ Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const A
 namespace {
 
 // The device steps of a plan, split into lanes that may run at the same time, since the slow part
-// of a switch is the driver's remove() and devices in different groups do not wait on each other:
-// one lane per IOMMU group (functions of one group move in plan order, GPU before companions), or
-// one per function in a group whose every changing member goes to a VFIO driver. vfio-pci binds a
-// device whatever its group's other members are bound to; the group only becomes usable once all
-// of them are on a vfio driver or on none (Documentation/driver-api/vfio.rst, "Groups, Devices,
-// and IOMMUs": a group is "viable"), which the group steps (verify /dev/vfio/N) check once every
-// lane is done. So a companion's unbind need not wait for the GPU's remove(). Moves to host drivers
-// keep the group's order.
+// of a switch is the driver's remove() and probe() and GPUs do not wait on each other: one lane per
+// GPU, with its VFs and vGPU devices (a VF appears once its PF's sriov_numvfs is written, a vGPU
+// device once its VF is bound: plan order within the lane), per IOMMU group (functions of one
+// group move in plan order, GPU before companions), or per function in a group whose every
+// changing member goes to a VFIO driver. vfio-pci binds a device whatever its group's other
+// members are bound to; the group only becomes usable once all of them are on a vfio driver or on
+// none (Documentation/driver-api/vfio.rst, "Groups, Devices, and IOMMUs": a group is "viable"),
+// which the group steps (verify /dev/vfio/N) check once every lane is done. So a companion's
+// unbind need not wait for the GPU's remove(). Moves to host drivers keep the group's order.
 std::vector<std::vector<size_t>> deviceLanes(const Plan& plan) {
   std::set<int> toHost;  // groups with a member moving to a non-VFIO driver
   for (const auto& mv : plan.moves) {
@@ -487,9 +488,11 @@ std::vector<std::vector<size_t>> deviceLanes(const Plan& plan) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& st = plan.steps[i];
     if (!st.bdf) continue;
-    std::string key = st.bdf->str();
+    const auto vf = plan.vfGpu.find(*st.bdf);
+    const Bdf unit = vf == plan.vfGpu.end() ? *st.bdf : vf->second;
+    std::string key = unit.str();
     for (const auto& mv : plan.moves) {
-      if (mv.bdf == *st.bdf && mv.group && toHost.count(*mv.group))
+      if (mv.bdf == unit && mv.group && toHost.count(*mv.group))
         key = "group " + std::to_string(*mv.group);
     }
     lanes[key].push_back(i);
@@ -498,23 +501,6 @@ std::vector<std::vector<size_t>> deviceLanes(const Plan& plan) {
   for (auto& [key, steps] : lanes) out.push_back(std::move(steps));
   std::sort(out.begin(), out.end());  // by first step: plan order
   return out;
-}
-
-// Only driver moves may run in lanes; SR-IOV and vGPU steps depend on each other across devices.
-bool laneable(const Plan& plan) {
-  if (!plan.sriov.empty() || !plan.vgpuGpus.empty()) return false;
-  for (const auto& st : plan.steps) {
-    switch (st.kind) {
-      case StepKind::kUnbindLock:
-      case StepKind::kSetNumVfs:
-      case StepKind::kCreateVgpu:
-      case StepKind::kRemoveVgpu:
-        return false;
-      default:
-        break;
-    }
-  }
-  return true;
 }
 
 }  // namespace
@@ -617,9 +603,8 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
     return true;
   };
 
-  if (!opt.parallel || !laneable(plan)) {
-    // Plan order, one step at a time: vGPU plans depend on it across devices (VFs appear when
-    // their PF's sriov_numvfs is written, vGPU devices when their VF is bound).
+  if (!opt.parallel) {
+    // Plan order, one step at a time.
     for (size_t i = 0; i < plan.steps.size() && !stop; ++i) runOne(i);
   } else {
     // 1. Global steps (module loads) first, 2. device lanes in parallel, 3. group checks last.

@@ -33,6 +33,12 @@ struct Builder {
   // driver moves: vfio refuses a PF with VFs), [deviceSteps], enable VFs, bind VFs, create.
   std::vector<Step> removeSteps, disableSteps, enableSteps, vfSteps, createSteps;
 
+  // A step on a VF (or a vGPU device on it) belongs to its GPU: the executor runs a GPU's steps
+  // in one lane, in plan order (its VFs appear once its sriov_numvfs is written).
+  void stepOnVf(const Bdf& parent, const Bdf& gpu) {
+    if (parent != gpu) plan.vfGpu[parent] = gpu;
+  }
+
   void loadModule(const std::string& module, const std::string& driver) {
     if (s.moduleLoaded(module) || s.pciDrivers.count(driver)) return;
     if (modulesToLoad.insert(module).second) {
@@ -195,7 +201,8 @@ void sriovSteps(Builder& b, std::vector<Step>& out, const PciFunction& pf,
   b.plan.sriov.push_back({pf.bdf, from, to, std::move(vfs)});
 }
 
-void removeStep(Builder& b, const VgpuDevice& d) {
+void removeStep(Builder& b, const Bdf& gpu, const VgpuDevice& d) {
+  b.stepOnVf(d.parent, gpu);
   b.removeSteps.push_back({StepKind::kRemoveVgpu, d.parent,
                            d.iface == VgpuInterface::kPerVf ? d.typeId : std::string(), d.group,
                            d.uuid});
@@ -326,7 +333,7 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
                                b.vfSteps.size() + b.createSteps.size();
     const std::string driverNow = f.driver.value_or("");
     if (!vgpu) {
-      for (const auto* d : existing) removeStep(b, *d);
+      for (const auto* d : existing) removeStep(b, f.bdf, *d);
       if (cur > 0)
         sriovSteps(b, b.disableSteps, f, driverNow, driverNow, f.driverOverride.value_or(""), cur,
                    0);
@@ -423,7 +430,7 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
             break;
           }
         }
-        if (!keep) removeStep(b, *d);
+        if (!keep) removeStep(b, f.bdf, *d);
       }
       if (reset) {
         sriovSteps(b, b.enableSteps, f, in.hostDriver, in.hostDriver, "", cur, total);
@@ -435,6 +442,7 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
         if (pv.parent == f.bdf || pv.exists || !vfDone.insert(pv.parent).second) continue;
         const PciFunction* vf = reset ? nullptr : s.find(pv.parent);
         if (vf && vf->driver == in.hostDriver) continue;
+        b.stepOnVf(pv.parent, f.bdf);
         auto add = [&](StepKind k, std::string arg = {}) {
           b.vfSteps.push_back({k, pv.parent, std::move(arg), std::nullopt, {}});
         };
@@ -452,9 +460,11 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
         add(StepKind::kVerifyDriver, in.hostDriver);
       }
       for (const auto& pv : want) {
-        if (!pv.exists)
+        if (!pv.exists) {
+          b.stepOnVf(pv.parent, f.bdf);
           b.createSteps.push_back(
               {StepKind::kCreateVgpu, pv.parent, pv.type, std::nullopt, pv.uuid});
+        }
         b.plan.vgpus.push_back(pv);
       }
     }
@@ -472,7 +482,7 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
 }  // namespace
 
 Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs& in) {
-  Builder b{s, Plan{in.mode, {}, {}, {}, {}, {}, {}, {}}, {}, {}, {}, {}, {}, {}, {}};
+  Builder b{s, Plan{in.mode, {}, {}, {}, {}, {}, {}, {}, {}}, {}, {}, {}, {}, {}, {}, {}};
   if (auto v = checkDriverName("host driver", in.hostDriver); !v) return v.error();
   std::set<int> vfioGroups;
   for (const auto& t : sel.targets) {

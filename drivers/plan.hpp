@@ -117,6 +117,7 @@ struct Plan {
   std::vector<SriovChange> sriov;        // PFs whose sriov_numvfs the plan changes
   std::vector<Bdf> vgpuGpus;             // GPUs whose vGPU state the journal must cover
   std::vector<VfMove> vfMoves;           // enabled VFs it moves to the host driver
+  std::map<Bdf, Bdf> vfGpu;  // the GPU of each VF a step names: its steps run in the GPU's lane
 
   bool noop() const { return steps.empty(); }
   // How many GPUs (role gpu) go to each mode; more than one entry on a mixed node.

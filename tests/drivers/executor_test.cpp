@@ -11,12 +11,15 @@
 #include "drivers/snapshot.hpp"
 #include "drivers/vgpu.hpp"
 #include "tests/drivers/switch_rig.hpp"
+#include "tests/support/delayed_host.hpp"
 
 using namespace hostprep;
 using namespace hostprep::test::rig;
+using hostprep::test::DelayedHost;
 using hostprep::test::FakeKernel;
 using hostprep::test::FakeModules;
 using hostprep::test::Fixture;
+using hostprep::test::slowRemoveOf;
 
 TEST_CASE("vm-passthrough and back on the fake kernel", "[switcher]") {
   Rig r("two-a10");
@@ -66,44 +69,6 @@ TEST_CASE("groups move in parallel lanes, and serially when asked", "[switcher]"
   }
 }
 
-namespace {
-
-// The fake kernel with one slow remove(): an unbind of `bdf` takes `delay` before it happens.
-class SlowRemove final : public Host {
- public:
-  SlowRemove(FakeKernel& k, std::string bdf, std::chrono::milliseconds delay)
-      : k_(k), bdf_(std::move(bdf)), delay_(delay) {}
-  const std::filesystem::path& root() const override { return k_.root(); }
-  Result<std::string> read(std::string_view p, size_t cap) const override {
-    return k_.read(p, cap);
-  }
-  Result<std::string> readLink(std::string_view p) const override { return k_.readLink(p); }
-  Result<std::vector<std::string>> list(std::string_view d) const override { return k_.list(d); }
-  bool exists(std::string_view p) const override { return k_.exists(p); }
-  Result<FileOwnership> ownership(std::string_view p) const override { return k_.ownership(p); }
-  Result<std::string> readAttr(std::string_view p, std::chrono::milliseconds t) const override {
-    return k_.readAttr(p, t);
-  }
-  Status writeAttr(std::string_view p, std::string_view data,
-                   std::optional<std::chrono::milliseconds> t) override {
-    if (p.ends_with("/unbind") && data == bdf_) std::this_thread::sleep_for(delay_);
-    return k_.writeAttr(p, data, t);
-  }
-  Status writeFileAtomic(std::string_view p, std::string_view data, mode_t mode) override {
-    return k_.writeFileAtomic(p, data, mode);
-  }
-  Status makeDirs(std::string_view p, mode_t mode) override { return k_.makeDirs(p, mode); }
-  Status removeFile(std::string_view p) override { return k_.removeFile(p); }
-  Result<FileLock> tryLock(std::string_view p) override { return k_.tryLock(p); }
-
- private:
-  FakeKernel& k_;
-  std::string bdf_;
-  std::chrono::milliseconds delay_;
-};
-
-}  // namespace
-
 TEST_CASE("a lane whose thread cannot start runs on the caller's thread", "[switcher]") {
   // pthread_create fails with EAGAIN under a pids limit (a pod's, a unit's TasksMax): every
   // second lane gets no thread. The switch completes; nothing is left half-done or terminated.
@@ -130,7 +95,7 @@ TEST_CASE("a companion moving to vfio does not wait for its GPU's remove()", "[s
   // in a lane of its own and is on vfio-pci long before the GPU is.
   Rig r("two-a10");
   Plan p = r.plan(Mode::kVmPassthrough);
-  SlowRemove slow(r.kernel, "0000:3b:00.0", std::chrono::milliseconds(500));
+  DelayedHost slow(r.kernel, slowRemoveOf("0000:3b:00.0", std::chrono::milliseconds(500)));
   Kernel k{slow, r.modules};
   std::vector<std::string> moved;
   r.opt.onDevice = [&](const DeviceMove& mv, const Status& s) {
@@ -148,7 +113,7 @@ TEST_CASE("a group moving back to host drivers keeps its order: GPU, then compan
           "[switcher]") {
   Rig r("passthrough-done");
   Plan p = r.plan(Mode::kContainer);
-  SlowRemove slow(r.kernel, "0000:3b:00.0", std::chrono::milliseconds(300));
+  DelayedHost slow(r.kernel, slowRemoveOf("0000:3b:00.0", std::chrono::milliseconds(300)));
   Kernel k{slow, r.modules};
   std::vector<std::string> moved;
   r.opt.onDevice = [&](const DeviceMove& mv, const Status&) { moved.push_back(mv.bdf.str()); };
@@ -784,6 +749,50 @@ TEST_CASE("each device of a vGPU plan is reported once, after its last step", "[
   once();
 }
 
+TEST_CASE("the GPUs of a vGPU plan move in lanes of their own, each with its VFs and vGPUs",
+          "[vgpu]") {
+  // 0000:3b:00.0's remove() takes 300 ms (twice: off nvidia and off pci-pf-stub). In lanes, the
+  // other A10 is done meanwhile, VFs and vGPU devices included; one step at a time, the plan's
+  // order holds (every step of 3b's PF before the first of 86's). The end state is the same.
+  for (bool parallel : {true, false}) {
+    for (auto [from, to] :
+         {std::pair{Mode::kContainer, Mode::kVmVgpu}, std::pair{Mode::kVmVgpu, Mode::kContainer}}) {
+      INFO((parallel ? "lanes, " : "serial, ") << toString(from) << " -> " << toString(to));
+      VRig r("vgpu-two-a10");
+      if (from == Mode::kVmVgpu) r.apply(from);
+      Plan p = r.plan(to);
+      CHECK(p.vfGpu.at(*parseBdf("0000:86:00.5")) == *parseBdf("0000:86:00.0"));
+      DelayedHost slow(r.kernel, slowRemoveOf("0000:3b:00.0", std::chrono::milliseconds(300)));
+      Kernel k{slow, r.modules};
+      r.opt.parallel = parallel;
+      std::vector<std::string> order;  // the steps as they complete
+      r.opt.afterStep = [&](size_t i) {
+        order.push_back(p.steps[i].describe());
+        return true;
+      };
+      REQUIRE(applyPlan(k, p, r.opt));
+      REQUIRE(order.size() == p.steps.size());
+      auto first = [&](const std::string& prefix) {
+        return std::find_if(order.begin(), order.end(),
+                            [&](const std::string& d) { return d.starts_with(prefix); }) -
+               order.begin();
+      };
+      auto last = [&](const std::string& prefix) {
+        return order.rend() - 1 -
+               std::find_if(order.rbegin(), order.rend(),
+                            [&](const std::string& d) { return d.starts_with(prefix); });
+      };
+      if (parallel) {
+        CHECK(last("0000:86:") < last("0000:3b:00.0"));
+      } else {
+        CHECK(last("0000:3b:00.0") < first("0000:86:00.0"));
+      }
+      CHECK(r.vgpus().size() == (to == Mode::kVmVgpu ? 4 : 0));
+      CHECK(r.plan(to).noop());
+    }
+  }
+}
+
 // A VF that was handed to vfio-pci by hand (a VM's passthrough VF): driver_override names
 // vfio-pci, so a probe alone binds it to vfio-pci again.
 void vfToVfio(VRig& r, const char* vf) {
@@ -977,6 +986,7 @@ TEST_CASE("a VF whose probe does not return while the rollback puts it back is j
     r.fx.write(std::string("sys/bus/pci/devices/") + pf + "/sriov_drivers_autoprobe", "0\n");
   vgpuWithVfOnVfio(r);
   auto before = r.fx.deviceState();
+  r.opt.parallel = false;  // plan order: 0000:3b:00.0's VFs are gone before 86's unbindLock fails
   const Bdf vf = *parseBdf("0000:3b:00.6");
   r.kernel.stallProbe(vf);
   r.kernel.failWritesTo("0000:86:00.0/unbindLock", EIO);
@@ -1060,6 +1070,7 @@ TEST_CASE("an sriov_numvfs write of the rollback that never returns is journalle
   VRig r("vgpu-two-a10");
   auto before = r.fx.deviceState();
   const Bdf pf = *parseBdf("0000:3b:00.0"), vf = *parseBdf("0000:3b:00.6");
+  r.opt.parallel = false;  // plan order: every PF's VFs are on before the first creation fails
   r.kernel.holdDevice(vf);
   r.kernel.failWritesTo("/create", EIO);
   auto res = applyPlan(r.k, r.plan(Mode::kVmVgpu), r.opt);
