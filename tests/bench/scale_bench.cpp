@@ -3,7 +3,8 @@
 // audio companions, one group per pair) and prints the median time per run and per function; then
 // what the agent reads after a uevent names one function (refresh: the snapshot and the vGPU view
 // of that function and of the vGPU parents) against a full read of the vGPU view; and one
-// device's VFIO driver looked up in a distribution-sized modules.alias, and its name in pci.ids.
+// device's VFIO driver looked up in a distribution-sized modules.alias, and its name in pci.ids;
+// and the journal of a plan that disables 16 x 255 VFs, which lists each VF's driver and override.
 // Not a test: it prints figures for tests/bench/run and the README.
 #include <algorithm>
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "drivers/journal.hpp"
 #include "drivers/parsers.hpp"
 #include "drivers/plan.hpp"
 #include "drivers/resource_names.hpp"
@@ -163,5 +165,30 @@ int main() {
   double split = medianMs([&] { (void)splitLines(ids); }, 21);
   std::printf("pciids-lookup %zu %.1f %.3f %.3f\n", splitLines(ids).size(),
               static_cast<double>(ids.size()) / 1e6, name, split);
+  // The journal of a plan that disables the VFs of 16 GPUs with 255 each (leaving vm-vgpu on the
+  // largest SR-IOV host): one entry per VF, written once before the first step, read back by a
+  // recovery. Its size, the text built and parsed (the write itself is one file and an fsync).
+  Journal jr;
+  jr.mode = Mode::kContainer;
+  for (int g = 0; g < 16; ++g) {
+    const Bdf pf{0, static_cast<uint8_t>(0x10 + g), 0, 0};
+    jr.devices.push_back({pf, {std::string("nvidia"), std::nullopt}, std::nullopt});
+    JournalSriov sv{pf, 255, false, {}};
+    for (int v = 0; v < 255; ++v) {
+      auto vf = vfAddress(pf, 4, 1, v);
+      if (!vf) std::abort();
+      sv.vfs.push_back({*vf, {std::string("nvidia"), std::nullopt}});
+    }
+    jr.sriov.push_back(std::move(sv));
+  }
+  std::string text;
+  double build = medianMs([&] { text = toJson(jr); }, 11);
+  double parse = medianMs(
+      [&] {
+        if (!parseJournal(text)) std::abort();
+      },
+      11);
+  std::printf("journal-vfs %d %.1f %.2f %.2f\n", 16 * 255, static_cast<double>(text.size()) / 1e3,
+              build, parse);
   return 0;
 }
