@@ -58,6 +58,24 @@ std::string_view titleOf(std::string_view id) {
   return id;
 }
 
+// Three titles name x86's terms; an arm64 host has their Arm counterparts: virtualization is the
+// kernel started at EL2, the IOMMU is an SMMU (found in the ACPI IORT), and passthrough is asked
+// for with iommu.passthrough=1 only (Documentation/admin-guide/kernel-parameters.txt: iommu=pt is
+// x86's).
+constexpr CheckInfo kArm64Titles[] = {
+    {"cpu.virtualization", "CPU virtualization (EL2)"},
+    {"iommu.firmware", "IOMMU in firmware (SMMU)"},
+    {"cmdline.iommu-pt", "IOMMU passthrough (iommu.passthrough=1)"},
+};
+
+void useArm64Titles(std::vector<CheckResult>& checks) {
+  for (auto& c : checks) {
+    for (const auto& t : kArm64Titles) {
+      if (c.id == t.id) c.title = std::string(t.title);
+    }
+  }
+}
+
 // How a status reads in the text table and in the JSON document, in the enum's order.
 struct StatusNames {
   std::string_view text;
@@ -119,6 +137,7 @@ std::vector<CheckResult> modeChecks(const HostFacts& f, const PreflightRequest& 
   c.push_back(checkBootPersistence(mode, f.boot, bootViews(f, running), targetIds(s, selp),
                                    p.kernelConfig, req.selection.hostDriver));
   c.push_back(checkLockdown(p, mode, req.selection.hostDriver));
+  if (p.cpu.arm64) useArm64Titles(c);
   return c;
 }
 

@@ -58,6 +58,7 @@ TEST_CASE("an AMD host needs no intel_iommu and passes", "[preflight]") {
   CHECK_FALSE(r.failed());
   CHECK(check(r, "cpu.virtualization").detail == "svm (AMD-V) present, AuthenticAMD");
   CHECK(check(r, "iommu.firmware").detail == "ACPI IVRS table present (AMD-Vi)");
+  CHECK(check(r, "iommu.firmware").title == "IOMMU in firmware (VT-d/AMD-Vi)");
   CHECK(check(r, "cmdline.iommu").status == CheckStatus::kPass);
   CHECK(check(r, "cmdline.iommu").detail ==
         "AMD: the kernel enables AMD-Vi by default (no amd_iommu=off)");
@@ -82,6 +83,14 @@ TEST_CASE("an arm64 (Grace) host: KVM at EL2, the SMMU, MSIs isolated by the ITS
   CHECK(check(r, "iommu.interrupt-remapping").detail ==
         "2 of 4 interrupts in /proc/interrupts are MSIs through the GIC ITS (ITS-), which "
         "isolates them (arm64 has no interrupt remapping)");
+  // Titles in Arm's terms, not x86's (VT-x/AMD-V, VT-d/AMD-Vi, iommu=pt); the ids stay.
+  CHECK(check(r, "cpu.virtualization").title == "CPU virtualization (EL2)");
+  CHECK(check(r, "iommu.firmware").title == "IOMMU in firmware (SMMU)");
+  CHECK(check(r, "cmdline.iommu-pt").title == "IOMMU passthrough (iommu.passthrough=1)");
+  for (const auto& c : r.checks) {
+    INFO(c.id);
+    CHECK_THAT(c.title, !Catch::Contains("VT-") && !Catch::Contains("iommu=pt"));
+  }
 
   SECTION("no /dev/kvm: the kernel did not start at EL2") {
     std::filesystem::remove(fx.path("dev/kvm"));
