@@ -793,6 +793,51 @@ TEST_CASE("the GPUs of a vGPU plan move in lanes of their own, each with its VFs
   }
 }
 
+TEST_CASE("a mixed plan runs its vGPU GPU and its passthrough GPU in lanes of their own",
+          "[vgpu]") {
+  // 0000:3b:00.0 to vm-vgpu, 0000:86:00.0 and its audio function to vm-passthrough, whose GPU's
+  // remove() takes 300 ms: the vGPU GPU gets its VFs and vGPU devices, and the audio function
+  // is on vfio-pci, before that remove() is over. The end state is the same one step at a time.
+  for (bool parallel : {true, false}) {
+    INFO((parallel ? "lanes" : "serial"));
+    VRig r("vgpu-two-a10");
+    for (const char* b : {"0000:3b:00.0", "0000:3b:00.1"}) r.modes[*parseBdf(b)] = Mode::kVmVgpu;
+    for (const char* b : {"0000:86:00.0", "0000:86:00.1"})
+      r.modes[*parseBdf(b)] = Mode::kVmPassthrough;
+    Plan p = r.plan(Mode::kVmVgpu);
+    REQUIRE(p.split() == std::map<Mode, int>{{Mode::kVmPassthrough, 1}, {Mode::kVmVgpu, 1}});
+    DelayedHost slow(r.kernel, slowRemoveOf("0000:86:00.0", std::chrono::milliseconds(300)));
+    Kernel k{slow, r.modules};
+    r.opt.parallel = parallel;
+    std::vector<std::string> order;  // the steps as they complete
+    r.opt.afterStep = [&](size_t i) {
+      order.push_back(p.steps[i].describe());
+      return true;
+    };
+    REQUIRE(applyPlan(k, p, r.opt));
+    REQUIRE(order.size() == p.steps.size());
+    auto at = [&](const std::string& d) {
+      return std::find(order.begin(), order.end(), d) - order.begin();
+    };
+    const auto gpuOnVfio = at("0000:86:00.0: verify it is bound to vfio-pci");
+    const auto audioOnVfio = at("0000:86:00.1: verify it is bound to vfio-pci");
+    // The last step of 0000:3b:00.0's lane: its PF's, its VFs' and its vGPU devices'.
+    const auto vgpuGpuDone =
+        order.rend() - 1 - std::find_if(order.rbegin(), order.rend(), [](const std::string& d) {
+          return d.starts_with("0000:3b:");
+        });
+    REQUIRE(static_cast<size_t>(gpuOnVfio) < order.size());
+    CHECK_THAT(order[static_cast<size_t>(vgpuGpuDone)], Catch::Contains("create vGPU"));
+    CHECK((audioOnVfio < gpuOnVfio) == parallel);
+    CHECK((vgpuGpuDone < gpuOnVfio) == parallel);
+    CHECK(r.vgpus().size() == 2);
+    CHECK(r.driver("0000:86:00.0") == std::optional<std::string>("vfio-pci"));
+    CHECK(r.driver("0000:86:00.1") == std::optional<std::string>("vfio-pci"));
+    CHECK(r.kernel.exists("dev/vfio/60"));
+    CHECK(r.plan(Mode::kVmVgpu).noop());
+  }
+}
+
 // A VF that was handed to vfio-pci by hand (a VM's passthrough VF): driver_override names
 // vfio-pci, so a probe alone binds it to vfio-pci again.
 void vfToVfio(VRig& r, const char* vf) {

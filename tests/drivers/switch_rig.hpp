@@ -93,6 +93,7 @@ struct VRig {
   ApplyOptions opt;
   SelectionOptions so;
   std::string hostDriver = "nvidia";
+  DeviceModes modes;  // a mixed node: each listed device's mode (the others: the plan's)
 
   explicit VRig(const std::string& scenario)
       : fx(scenario), kernel(fx.root()), modules(kernel), k{kernel, modules} {
@@ -106,6 +107,7 @@ struct VRig {
     auto sel = selectDevices(*s, so);
     REQUIRE(sel);
     PlanInputs in{mode, hostDriver, ""};
+    in.modes = modes;
     in.vgpuHost = readVgpuHost(kernel, *s);
     in.vgpuVfioAvailable = modules.available("nvidia_vgpu_vfio");
     if (!config.empty()) {
