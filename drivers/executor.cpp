@@ -266,8 +266,11 @@ Status rollBack(Kernel& k, const Journal& jr, const std::vector<JournalDevice>& 
     if (!sv.pendingWrite || (!inRun && !numVfsWriteStillPending(k.host, sv.pf))) continue;
     keep(sysError(sv.pf.str() +
                       ": left as it is: its sriov_numvfs write is still pending (the kernel is "
-                      "still removing a VF whose driver's remove() is blocked)",
-                  EBUSY, "stop the VM or process holding the VF; the next run restores it"));
+                      "still removing or adding a VF whose driver's remove() or probe() is "
+                      "blocked)",
+                  EBUSY,
+                  "stop the VM or process holding the VF, or see dmesg for the VF driver's "
+                  "probe(); the next run restores it"));
     lockedPf(sv.pf);
   }
   // True when the PF has its VF count back.

@@ -1130,6 +1130,42 @@ TEST_CASE("an sriov_numvfs write of the rollback that never returns is journalle
   releaseAndRecover(r, vf, before);
 }
 
+TEST_CASE("an sriov_numvfs write whose VF probe never returns is journalled, the PF read around",
+          "[vgpu]") {
+  // Entering vm-vgpu enables the VFs; the kernel adds and probes them one by one inside the
+  // sriov_numvfs write, with the PF's device lock taken (sriov_add_vfs()). The host driver's
+  // probe() of the first VF does not return: the write does not either.
+  VRig r("vgpu-two-a10");
+  auto before = r.fx.deviceState();
+  const Bdf pf = *parseBdf("0000:3b:00.0"), vf = *parseBdf("0000:3b:00.4");
+  r.kernel.stallProbe(vf);
+  auto res = applyPlan(r.k, r.plan(Mode::kVmVgpu), r.opt);
+  REQUIRE_FALSE(res);
+  CHECK(res.error().err == ETIMEDOUT);
+  CHECK_THAT(res.error().describe(), Catch::Contains("0000:3b:00.0: set sriov_numvfs to 16"));
+  CHECK_THAT(res.error().describe(),
+             Catch::Contains("ROLLBACK FAILED: 0000:3b:00.0: left as it is: its sriov_numvfs "
+                             "write is still pending"));
+  CHECK(r.read("sys/bus/pci/devices/0000:86:00.0/sriov_numvfs") == "0");  // the other is back
+  CHECK(r.driver("0000:86:00.0") == std::optional<std::string>("nvidia"));
+  CHECK(leftJournal(r.kernel).numVfsPending(pf));
+  CHECK(r.kernel.blockedAccesses().empty());
+
+  auto held = recoverJournal(r.k, r.opt);  // refused while the probe runs
+  REQUIRE_FALSE(held);
+  CHECK_THAT(held.error().describe(), Catch::Contains("probe() is blocked"));
+  auto s = readSnapshot(r.kernel);  // what status reads: around the PF and its VF slots
+  REQUIRE(s);
+  REQUIRE(s->find(pf));
+  CHECK(s->find(pf)->unbindPending);
+  CHECK_FALSE(s->find(pf)->sriovNumVfs);
+  CHECK(r.kernel.blockedAccesses().empty());
+  // The probe returns, the write adds the other VFs, and the next run disables them again.
+  releaseAndRecover(r, vf, before);
+  CHECK(r.vgpus().empty());
+  CHECK_FALSE(r.kernel.exists("run/hostprep/journal.json"));
+}
+
 TEST_CASE("a probe that never returns is reported and journalled, and the device read around",
           "[switcher]") {
   // Back to the host driver, whose probe() hangs (a GPU that does not come up): the drivers_probe

@@ -438,6 +438,16 @@ void FakeKernel::releaseDevice(const Bdf& b) {
   std::lock_guard<std::recursive_mutex> g(mu_);
   held_.erase(b);
   pendingProbe_.erase(b);
+  for (auto pf = pendingNumVfs_.begin(); pf != pendingNumVfs_.end(); ++pf) {
+    auto enabling = pendingEnable_.find(pf->first);
+    if (pf->second != b || enabling == pendingEnable_.end()) continue;
+    const auto [next, n] = enabling->second;
+    const Bdf parent = pf->first;
+    pendingNumVfs_.erase(pf);
+    pendingEnable_.erase(enabling);
+    if (auto f = readPciFunction(fs_, parent)) (void)addVfs(*f, next, n);  // the enable goes on
+    return;
+  }
   auto it = pendingUnbind_.find(b);
   if (it == pendingUnbind_.end()) return;
   unbindNow(b, it->second);
@@ -496,20 +506,34 @@ Status FakeKernel::setNumVfs(const Bdf& pf, int n) {
     putFile(attr, "0\n", 0644);
     return {};
   }
-  for (int i = 0; i < n; ++i) addVf(*f, i);
-  putFile(attr, std::to_string(n) + "\n", 0644);
-  if (f->sriovDriversAutoprobe.value_or(true)) {
-    batching_ = true;
-    for (int i = 0; i < n; ++i) {
-      auto vf = vfAddress(pf, f->sriovOffset.value_or(1), f->sriovStride.value_or(1), i);
-      int e = 0;
-      for (const char* d : kProbeOrder) {
-        if (vf && bind(*vf, d, &e)) break;
-      }
+  return addVfs(*f, 0, n);
+}
+
+// sriov_add_vfs(): each VF is added and, with sriov_drivers_autoprobe, probed before the next
+// (pci_iov_add_virtfn() -> pci_bus_add_device()); sriov_numvfs reads the new count once all are.
+// A probe that stallProbe() named blocks the write there, the PF's device lock taken, until
+// releaseDevice() of that VF lets it go on with the VFs after it.
+Status FakeKernel::addVfs(const PciFunction& pf, int from, int n) {
+  const bool autoprobe = pf.sriovDriversAutoprobe.value_or(true);
+  batching_ = true;
+  for (int i = from; i < n; ++i) {
+    addVf(pf, i);
+    auto vf = vfAddress(pf.bdf, pf.sriovOffset.value_or(1), pf.sriovStride.value_or(1), i);
+    if (!vf || !autoprobe) continue;
+    int e = 0;
+    for (const char* d : kProbeOrder) {
+      if (bind(*vf, d, &e)) break;
     }
-    batching_ = false;
-    recomputeVgpu(pf);
+    if (stalls(*vf)) {
+      batching_ = false;
+      pendingNumVfs_[pf.bdf] = *vf;
+      pendingEnable_[pf.bdf] = {i + 1, n};
+      return sysError("a VF's probe() is blocked", ETIMEDOUT);
+    }
   }
+  batching_ = false;
+  putFile(hostPath(pciDevicePath(pf.bdf), "sriov_numvfs"), std::to_string(n) + "\n", 0644);
+  if (autoprobe) recomputeVgpu(pf.bdf);
   return {};
 }
 

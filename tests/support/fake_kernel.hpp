@@ -97,7 +97,9 @@ class FakeKernel final : public Host {
   void holdDevice(const Bdf& b) { held_.insert(b); }
   // The next bind of this device (a bind or drivers_probe write) blocks in the driver's probe():
   // the device is bound (really_probe() links the driver before it calls probe()), the write
-  // returns ETIMEDOUT, and the device lock stays taken until releaseDevice().
+  // returns ETIMEDOUT, and the device lock stays taken until releaseDevice(). A VF's autoprobe
+  // while its PF's sriov_numvfs write enables it blocks that write the same way (with the PF's
+  // lock), and releaseDevice(VF) lets the enable go on.
   void stallProbe(const Bdf& b) { stallProbe_.insert(b); }
   // The holder lets go: a pending unbind of this device completes, as the real remove() would;
   // a stalled probe returns.
@@ -133,6 +135,7 @@ class FakeKernel final : public Host {
   void refreshVfioDeviceFile(const Bdf& b);
   std::set<int> takenVfioIndex_;  // vfio-dev indexes in use (the kernel's ida frees them)
   Status setNumVfs(const Bdf& pf, int n);
+  Status addVfs(const PciFunction& pf, int from, int n);
   void addVf(const PciFunction& pf, int index);
   void removeVf(const Bdf& pf, const Bdf& vf, int index);
   void vgpuTypesOn(const Bdf& vf, bool present);
@@ -158,9 +161,11 @@ class FakeKernel final : public Host {
   std::vector<std::pair<std::string, int>> failPaths_;
   std::set<Bdf> held_;
   std::map<Bdf, std::string> pendingUnbind_;  // unbinds that "never returned"
-  std::map<Bdf, Bdf> pendingNumVfs_;  // PF -> the VF whose remove() holds up its numvfs write
-  std::set<Bdf> stallProbe_;          // their next probe blocks
-  std::set<Bdf> pendingProbe_;        // probes that "never returned"
+  // PF -> the VF whose remove() (a disable) or probe() (an enable) holds up its numvfs write.
+  std::map<Bdf, Bdf> pendingNumVfs_;
+  std::map<Bdf, std::pair<int, int>> pendingEnable_;  // PF -> (the next VF to add, the count)
+  std::set<Bdf> stallProbe_;                          // their next probe blocks
+  std::set<Bdf> pendingProbe_;                        // probes that "never returned"
   bool lockHeld(const Bdf& b) const {
     return pendingUnbind_.count(b) != 0 || pendingNumVfs_.count(b) != 0 ||
            pendingProbe_.count(b) != 0;
