@@ -749,6 +749,40 @@ TEST_CASE("each device of a vGPU plan is reported once, after its last step", "[
   once();
 }
 
+namespace {
+
+// Applies `p` with the remove() of `slow` taking 300 ms, in lanes or one step at a time, and
+// returns the steps' descriptions in the order they completed.
+std::vector<std::string> completionOrder(VRig& r, const Plan& p, const char* slow, bool parallel) {
+  DelayedHost host(r.kernel, slowRemoveOf(slow, std::chrono::milliseconds(300)));
+  Kernel k{host, r.modules};
+  r.opt.parallel = parallel;
+  std::vector<std::string> order;
+  r.opt.afterStep = [&](size_t i) {
+    order.push_back(p.steps[i].describe());
+    return true;
+  };
+  auto res = applyPlan(k, p, r.opt);
+  r.opt.afterStep = nullptr;
+  if (!res) FAIL(res.error().describe());
+  REQUIRE(order.size() == p.steps.size());
+  return order;
+}
+
+// Where in `order` the first (last) step that starts with `prefix` is; order.size() if none.
+long firstOf(const std::vector<std::string>& order, std::string_view prefix) {
+  return std::find_if(order.begin(), order.end(),
+                      [&](const std::string& d) { return d.starts_with(prefix); }) -
+         order.begin();
+}
+long lastOf(const std::vector<std::string>& order, std::string_view prefix) {
+  auto it = std::find_if(order.rbegin(), order.rend(),
+                         [&](const std::string& d) { return d.starts_with(prefix); });
+  return it == order.rend() ? static_cast<long>(order.size()) : order.rend() - 1 - it;
+}
+
+}  // namespace
+
 TEST_CASE("the GPUs of a vGPU plan move in lanes of their own, each with its VFs and vGPUs",
           "[vgpu]") {
   // 0000:3b:00.0's remove() takes 300 ms (twice: off nvidia and off pci-pf-stub). In lanes, the
@@ -762,30 +796,11 @@ TEST_CASE("the GPUs of a vGPU plan move in lanes of their own, each with its VFs
       if (from == Mode::kVmVgpu) r.apply(from);
       Plan p = r.plan(to);
       CHECK(p.vfGpu.at(*parseBdf("0000:86:00.5")) == *parseBdf("0000:86:00.0"));
-      DelayedHost slow(r.kernel, slowRemoveOf("0000:3b:00.0", std::chrono::milliseconds(300)));
-      Kernel k{slow, r.modules};
-      r.opt.parallel = parallel;
-      std::vector<std::string> order;  // the steps as they complete
-      r.opt.afterStep = [&](size_t i) {
-        order.push_back(p.steps[i].describe());
-        return true;
-      };
-      REQUIRE(applyPlan(k, p, r.opt));
-      REQUIRE(order.size() == p.steps.size());
-      auto first = [&](const std::string& prefix) {
-        return std::find_if(order.begin(), order.end(),
-                            [&](const std::string& d) { return d.starts_with(prefix); }) -
-               order.begin();
-      };
-      auto last = [&](const std::string& prefix) {
-        return order.rend() - 1 -
-               std::find_if(order.rbegin(), order.rend(),
-                            [&](const std::string& d) { return d.starts_with(prefix); });
-      };
+      const auto order = completionOrder(r, p, "0000:3b:00.0", parallel);
       if (parallel) {
-        CHECK(last("0000:86:") < last("0000:3b:00.0"));
+        CHECK(lastOf(order, "0000:86:") < lastOf(order, "0000:3b:00.0"));
       } else {
-        CHECK(last("0000:3b:00.0") < first("0000:86:00.0"));
+        CHECK(lastOf(order, "0000:3b:00.0") < firstOf(order, "0000:86:00.0"));
       }
       CHECK(r.vgpus().size() == (to == Mode::kVmVgpu ? 4 : 0));
       CHECK(r.plan(to).noop());
@@ -806,27 +821,13 @@ TEST_CASE("a mixed plan runs its vGPU GPU and its passthrough GPU in lanes of th
       r.modes[*parseBdf(b)] = Mode::kVmPassthrough;
     Plan p = r.plan(Mode::kVmVgpu);
     REQUIRE(p.split() == std::map<Mode, int>{{Mode::kVmPassthrough, 1}, {Mode::kVmVgpu, 1}});
-    DelayedHost slow(r.kernel, slowRemoveOf("0000:86:00.0", std::chrono::milliseconds(300)));
-    Kernel k{slow, r.modules};
-    r.opt.parallel = parallel;
-    std::vector<std::string> order;  // the steps as they complete
-    r.opt.afterStep = [&](size_t i) {
-      order.push_back(p.steps[i].describe());
-      return true;
-    };
-    REQUIRE(applyPlan(k, p, r.opt));
-    REQUIRE(order.size() == p.steps.size());
-    auto at = [&](const std::string& d) {
-      return std::find(order.begin(), order.end(), d) - order.begin();
-    };
-    const auto gpuOnVfio = at("0000:86:00.0: verify it is bound to vfio-pci");
-    const auto audioOnVfio = at("0000:86:00.1: verify it is bound to vfio-pci");
+    const auto order = completionOrder(r, p, "0000:86:00.0", parallel);
+    const auto gpuOnVfio = firstOf(order, "0000:86:00.0: verify it is bound to vfio-pci");
+    const auto audioOnVfio = firstOf(order, "0000:86:00.1: verify it is bound to vfio-pci");
     // The last step of 0000:3b:00.0's lane: its PF's, its VFs' and its vGPU devices'.
-    const auto vgpuGpuDone =
-        order.rend() - 1 - std::find_if(order.rbegin(), order.rend(), [](const std::string& d) {
-          return d.starts_with("0000:3b:");
-        });
+    const auto vgpuGpuDone = lastOf(order, "0000:3b:");
     REQUIRE(static_cast<size_t>(gpuOnVfio) < order.size());
+    REQUIRE(static_cast<size_t>(vgpuGpuDone) < order.size());
     CHECK_THAT(order[static_cast<size_t>(vgpuGpuDone)], Catch::Contains("create vGPU"));
     CHECK((audioOnVfio < gpuOnVfio) == parallel);
     CHECK((vgpuGpuDone < gpuOnVfio) == parallel);
