@@ -198,7 +198,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
         host.read(hostPath("lib/modules", snap->kernelRelease, "modules.alias"), 64u << 20)
             .value_or("");
   }
-  in.vgpuHost = readVgpuHost(host, *snap);
+  in.vgpuHost = readPlanVgpuHost(host, *snap, *sel);
   in.vgpuConfigName = opt.vgpuConfigName;
   in.modes = c.modes;
   if (split.count(Mode::kVmVgpu)) {

@@ -81,6 +81,16 @@ Result<Snapshot> readPlanSnapshot(const Host& host, const SelectionOptions& sele
       host, [&](const PciFunction& f) { return maySelect(f, selection) || f.physfn.has_value(); });
 }
 
+VgpuHost readPlanVgpuHost(const Host& host, const Snapshot& s, const Selection& sel) {
+  std::vector<Bdf> candidates;
+  for (const auto& gpu : sel.gpus()) {
+    candidates.push_back(gpu);
+    if (const auto* f = s.find(gpu))
+      candidates.insert(candidates.end(), f->virtfns.begin(), f->virtfns.end());
+  }
+  return readVgpuHost(host, s, candidates);
+}
+
 std::vector<Bdf> Selection::gpus() const {
   std::vector<Bdf> out;
   for (const auto& t : targets) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "drivers/snapshot.hpp"
+#include "drivers/vgpu.hpp"
 
 namespace hostprep {
 
@@ -95,6 +96,10 @@ bool maySelect(const PciFunction& f, const SelectionOptions& opt);
 // else; on a host of a few dozen functions this skips most of the reads of the NICs, disks and
 // bridges that never move.
 Result<Snapshot> readPlanSnapshot(const Host& host, const SelectionOptions& selection);
+// What a plan reads of the vGPU view (PlanInputs::vgpuHost): the parents and per-VF vGPUs of the
+// selected GPUs and of their VFs, and every mdev device. A plan looks at no other parent; looking
+// costs a failed open per function.
+VgpuHost readPlanVgpuHost(const Host& host, const Snapshot& s, const Selection& sel);
 
 // Fails (exit 2) when --devices names a function that does not exist or is not a selected GPU.
 Result<Selection> selectDevices(const Snapshot& s, const SelectionOptions& opt);

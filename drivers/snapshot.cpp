@@ -311,8 +311,12 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
   PciFunction f;
   f.bdf = bdf;
   // The modalias holds the ids and class of five files; those are read only when it does not
-  // parse (a tree that is not a kernel's).
-  if (d->has("modalias")) f.modalias = readTrimmed(host, at("modalias")).value_or("");
+  // parse (a tree that is not a kernel's). A light read has it already (the ids do not change).
+  if (light && !light->modalias.empty()) {
+    f.modalias = light->modalias;
+  } else if (d->has("modalias")) {
+    f.modalias = readTrimmed(host, at("modalias")).value_or("");
+  }
   const auto ids = parsePciModalias(f.modalias);
   if (light) {
     f.id = light->id;
@@ -379,11 +383,13 @@ std::optional<PciFunction> readLightFunction(const Host& host, const Bdf& bdf) {
   auto at = [&](std::string_view name) { return hostPath(dir, name); };
   PciFunction f;
   f.bdf = bdf;
-  // One file for the ids and class (the modalias), or the three that hold them.
+  // One file for the ids and class (the modalias), or the three that hold them. The modalias is
+  // kept for a whole read of the function after this one (readSnapshot clears it otherwise).
   const auto text = readTrimmed(host, at("modalias"));
   if (const auto ids = parsePciModalias(text.value_or(""))) {
     f.id = ids->id;
     f.classCode = ids->classCode;
+    f.modalias = *text;
   } else if (!readIdFiles(host, dir, f) && !text && !host.exists(dir)) {
     return std::nullopt;
   }
@@ -619,6 +625,11 @@ Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole) {
   }
   if (!wanted.empty()) return readSnapshot(host);  // a group not listed: as above
   for (const auto& b : reached) readWhole(b);
+  // A light read keeps the modalias for the whole read after it; a function read light only
+  // carries the light attributes.
+  for (auto& f : s.pci) {
+    if (!done.count(f.bdf)) f.modalias.clear();
+  }
   readHostWide(host, s);
   return s;
 }

@@ -77,8 +77,8 @@ Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
 
 // Reads one PCI function (used by the executor to verify a step against the live kernel).
 // lockHeld: an unbind of it is pending; skip what takes the device lock (unbindPending = true).
-// light: the same function read light in this snapshot a moment ago; its id, class and physfn
-// (what a function is, not how it is bound) are taken from it instead of read again.
+// light: the same function read light in this snapshot a moment ago; its id, class, modalias and
+// physfn (what a function is, not how it is bound) are taken from it instead of read again.
 std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld = false,
                                            const PciFunction* light = nullptr);
 

@@ -296,6 +296,10 @@ VgpuHost readVgpuHost(const Host& host, const Snapshot& s) {
   return readVgpuView(host, s, all);
 }
 
+VgpuHost readVgpuHost(const Host& host, const Snapshot& s, const std::vector<Bdf>& candidates) {
+  return readVgpuView(host, s, candidates);
+}
+
 VgpuHost refreshVgpuHost(const Host& host, const Snapshot& s, const VgpuHost& before,
                          const std::set<Bdf>& changed) {
   std::set<Bdf> again(changed.begin(), changed.end());

@@ -67,7 +67,7 @@ double applyMs(test::FakeKernel& kernel, Host& host, Mode mode, bool parallel) {
     std::exit(1);
   }
   PlanInputs in{mode, "nvidia", ""};
-  in.vgpuHost = readVgpuHost(kernel, *s);
+  in.vgpuHost = readPlanVgpuHost(kernel, *s, *sel);  // what prepare reads
   in.vgpuVfioAvailable = modules.available("nvidia_vgpu_vfio");
   auto plan = makePlan(*s, *sel, in);
   if (!plan) {

@@ -10,10 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -117,6 +120,37 @@ TEST_CASE("a timed attribute read returns the text, or the errno of the read", "
   auto bad = host.readAttr("../etc/passwd", std::chrono::milliseconds(2000));
   REQUIRE_FALSE(bad);
   CHECK(bad.error().err == EINVAL);
+}
+
+TEST_CASE("list: every name of a directory, sorted, however many buffers they take", "[host]") {
+  Fixture fx;
+  // 3,000 names of ~60 bytes: several 32 KiB buffers of directory entries.
+  std::vector<std::string> want;
+  for (int i = 0; i < 3000; ++i) {
+    char name[80];
+    std::snprintf(name, sizeof name, "entry-%04d-%s", (i * 7919) % 3000,
+                  std::string(48, static_cast<char>('a' + i % 26)).c_str());
+    want.emplace_back(name);
+    fx.write(std::string("many/") + name, "");
+  }
+  fx.write("many/.hidden", "");
+  want.emplace_back(".hidden");
+  std::sort(want.begin(), want.end());
+  RootHost host(fx.root());
+  auto names = host.list("many");
+  REQUIRE(names);
+  CHECK(*names == want);  // no "." or "..", nothing lost or repeated
+  fx.write("empty/x", "");
+  std::filesystem::remove(fx.path("empty/x"));
+  auto none = host.list("empty");
+  REQUIRE(none);
+  CHECK(none->empty());
+  auto absent = host.list("absent");
+  REQUIRE_FALSE(absent);
+  CHECK(absent.error().err == ENOENT);
+  auto file = host.list("many/.hidden");
+  REQUIRE_FALSE(file);
+  CHECK(file.error().err == ENOTDIR);
 }
 
 TEST_CASE("read: whole files up to the cap, sized or not", "[host]") {

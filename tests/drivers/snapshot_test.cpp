@@ -4,11 +4,14 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
+#include <string>
 
 #include "drivers/selection.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
+#include "tests/support/forwarding_host.hpp"
 
 using namespace hostprep;
 using hostprep::test::Fixture;
@@ -304,6 +307,62 @@ TEST_CASE("a function's ids and class come from its modalias, one file instead o
     CHECK(g->subsystem == PciId{0x10de, 0x1483});
     CHECK(g->classCode == 0x030200);
   }
+}
+
+namespace {
+
+// A host that counts the reads of each path and passes everything to the real one under it.
+class CountingHost final : public test::ForwardingHost {
+ public:
+  using ForwardingHost::ForwardingHost;
+  Result<std::string> read(std::string_view p, size_t cap) const override {
+    ++reads[std::string(p)];
+    return ForwardingHost::read(p, cap);
+  }
+  Result<std::string> readAttr(std::string_view p, std::chrono::milliseconds t) const override {
+    ++reads[std::string(p)];
+    return ForwardingHost::readAttr(p, t);
+  }
+
+  mutable std::map<std::string, int> reads;
+};
+
+}  // namespace
+
+TEST_CASE("a scoped snapshot reads each function's modalias once", "[snapshot]") {
+  // The light read of every function opens its modalias; the whole read of a GPU and of its
+  // audio companion after it takes the text from there. Whole functions keep it (the VFIO
+  // variant driver is looked up by it), light ones carry only the light attributes.
+  Fixture fx("two-a10");
+  RootHost real(fx.root());
+  CountingHost host(real);
+  auto scoped = readSnapshot(host, mayBeGpu());
+  REQUIRE(scoped);
+  auto full = readSnapshot(real);
+  REQUIRE(full);
+  int modaliases = 0;
+  for (const auto& [path, n] : host.reads) {
+    if (!path.ends_with("/modalias")) continue;
+    INFO(path);
+    CHECK(n == 1);
+    ++modaliases;
+  }
+  CHECK(modaliases == static_cast<int>(full->pci.size()));
+  for (const char* bdf : {"0000:3b:00.0", "0000:3b:00.1", "0000:86:00.0", "0000:86:00.1"}) {
+    INFO(bdf);
+    const auto* f = scoped->find(*parseBdf(bdf));
+    REQUIRE(f);
+    CHECK(*f == *full->find(*parseBdf(bdf)));
+    CHECK_FALSE(f->modalias.empty());
+  }
+  size_t light = 0;
+  for (const auto& f : scoped->pci) {
+    if (f.iommuGroup) continue;  // read whole
+    INFO(f.bdf.str());
+    CHECK(f.modalias.empty());
+    ++light;
+  }
+  CHECK(light > 0);
 }
 
 TEST_CASE("a scoped snapshot reads whole only what a selection can reach", "[snapshot]") {

@@ -108,7 +108,7 @@ struct VRig {
     REQUIRE(sel);
     PlanInputs in{mode, hostDriver, ""};
     in.modes = modes;
-    in.vgpuHost = readVgpuHost(kernel, *s);
+    in.vgpuHost = readPlanVgpuHost(kernel, *s, *sel);  // what prepare reads
     in.vgpuVfioAvailable = modules.available("nvidia_vgpu_vfio");
     if (!config.empty()) {
       auto cfg = parseVgpuConfig(kConfig, "test.yaml");

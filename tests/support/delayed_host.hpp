@@ -11,43 +11,24 @@
 #include <utility>
 
 #include "drivers/host.hpp"
+#include "tests/support/forwarding_host.hpp"
 
 namespace hostprep::test {
 
-class DelayedHost final : public Host {
+class DelayedHost final : public ForwardingHost {
  public:
   // How long a write of `data` to `path` takes before it happens (zero: no delay).
   using Delay =
       std::function<std::chrono::milliseconds(std::string_view path, std::string_view data)>;
-  DelayedHost(Host& inner, Delay delay) : inner_(inner), delay_(std::move(delay)) {}
+  DelayedHost(Host& inner, Delay delay) : ForwardingHost(inner), delay_(std::move(delay)) {}
 
-  const std::filesystem::path& root() const override { return inner_.root(); }
-  Result<std::string> read(std::string_view p, size_t cap) const override {
-    return inner_.read(p, cap);
-  }
-  Result<std::string> readAttr(std::string_view p, std::chrono::milliseconds t) const override {
-    return inner_.readAttr(p, t);
-  }
-  Result<std::string> readLink(std::string_view p) const override { return inner_.readLink(p); }
-  Result<std::vector<std::string>> list(std::string_view d) const override {
-    return inner_.list(d);
-  }
-  bool exists(std::string_view p) const override { return inner_.exists(p); }
-  Result<FileOwnership> ownership(std::string_view p) const override { return inner_.ownership(p); }
   Status writeAttr(std::string_view p, std::string_view data,
                    std::optional<std::chrono::milliseconds> t) override {
     if (auto d = delay_(p, data); d.count() > 0) std::this_thread::sleep_for(d);
-    return inner_.writeAttr(p, data, t);
+    return ForwardingHost::writeAttr(p, data, t);
   }
-  Status writeFileAtomic(std::string_view p, std::string_view data, mode_t mode) override {
-    return inner_.writeFileAtomic(p, data, mode);
-  }
-  Status makeDirs(std::string_view p, mode_t mode) override { return inner_.makeDirs(p, mode); }
-  Status removeFile(std::string_view p) override { return inner_.removeFile(p); }
-  Result<FileLock> tryLock(std::string_view p) override { return inner_.tryLock(p); }
 
  private:
-  Host& inner_;
   Delay delay_;
 };
 
