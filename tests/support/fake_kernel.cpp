@@ -439,12 +439,10 @@ void FakeKernel::releaseDevice(const Bdf& b) {
   held_.erase(b);
   pendingProbe_.erase(b);
   for (auto pf = pendingNumVfs_.begin(); pf != pendingNumVfs_.end(); ++pf) {
-    auto enabling = pendingEnable_.find(pf->first);
-    if (pf->second != b || enabling == pendingEnable_.end()) continue;
-    const auto [next, n] = enabling->second;
+    if (pf->second.vf != b || !pf->second.enable) continue;
+    const auto [next, n] = *pf->second.enable;
     const Bdf parent = pf->first;
     pendingNumVfs_.erase(pf);
-    pendingEnable_.erase(enabling);
     if (auto f = readPciFunction(fs_, parent)) (void)addVfs(*f, next, n);  // the enable goes on
     return;
   }
@@ -453,7 +451,7 @@ void FakeKernel::releaseDevice(const Bdf& b) {
   unbindNow(b, it->second);
   pendingUnbind_.erase(it);
   for (auto pf = pendingNumVfs_.begin(); pf != pendingNumVfs_.end(); ++pf) {
-    if (pf->second != b) continue;
+    if (pf->second.vf != b) continue;
     const Bdf parent = pf->first;
     pendingNumVfs_.erase(pf);
     (void)setNumVfs(parent, 0);  // the disable goes on with the VFs after it
@@ -493,7 +491,7 @@ Status FakeKernel::setNumVfs(const Bdf& pf, int n) {
         // Its remove() waits for the holder: the write never returns (see holdDevice). As in
         // pci_iov_remove_virtfn(), the virtfn and physfn links went before the device's removal.
         pendingUnbind_[*vf] = *d;
-        pendingNumVfs_[pf] = *vf;
+        pendingNumVfs_[pf] = {*vf, std::nullopt};
         std::error_code ec;
         fs::remove(fs_.resolve(hostPath(pciDevicePath(pf), "virtfn" + std::to_string(i))), ec);
         fs::remove(fs_.resolve(hostPath(pciDevicePath(*vf), "physfn")), ec);
@@ -526,8 +524,7 @@ Status FakeKernel::addVfs(const PciFunction& pf, int from, int n) {
     }
     if (stalls(*vf)) {
       batching_ = false;
-      pendingNumVfs_[pf.bdf] = *vf;
-      pendingEnable_[pf.bdf] = {i + 1, n};
+      pendingNumVfs_[pf.bdf] = {*vf, std::pair{i + 1, n}};
       return sysError("a VF's probe() is blocked", ETIMEDOUT);
     }
   }

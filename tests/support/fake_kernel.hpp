@@ -161,11 +161,15 @@ class FakeKernel final : public Host {
   std::vector<std::pair<std::string, int>> failPaths_;
   std::set<Bdf> held_;
   std::map<Bdf, std::string> pendingUnbind_;  // unbinds that "never returned"
-  // PF -> the VF whose remove() (a disable) or probe() (an enable) holds up its numvfs write.
-  std::map<Bdf, Bdf> pendingNumVfs_;
-  std::map<Bdf, std::pair<int, int>> pendingEnable_;  // PF -> (the next VF to add, the count)
-  std::set<Bdf> stallProbe_;                          // their next probe blocks
-  std::set<Bdf> pendingProbe_;                        // probes that "never returned"
+  // A PF's sriov_numvfs write that "never returned": the VF whose remove() (a disable) or probe()
+  // (an enable) holds it up and, for an enable, the VFs it has still to add.
+  struct PendingNumVfs {
+    Bdf vf;
+    std::optional<std::pair<int, int>> enable;  // (the next VF to add, the count)
+  };
+  std::map<Bdf, PendingNumVfs> pendingNumVfs_;  // by PF
+  std::set<Bdf> stallProbe_;                    // their next probe blocks
+  std::set<Bdf> pendingProbe_;                  // probes that "never returned"
   bool lockHeld(const Bdf& b) const {
     return pendingUnbind_.count(b) != 0 || pendingNumVfs_.count(b) != 0 ||
            pendingProbe_.count(b) != 0;
