@@ -265,9 +265,16 @@ void readParents(const Host& host, const std::vector<Bdf>& candidates,
   }
 }
 
-// The vGPU view of the host `s`: the parents and per-VF vGPUs among `candidates` (functions of
-// `s`), every mdev device.
-VgpuHost readVgpuView(const Host& host, const Snapshot& s, const std::vector<Bdf>& candidates) {
+}  // namespace
+
+VgpuHost readVgpuHost(const Host& host, const Snapshot& s) {
+  std::vector<Bdf> all;
+  all.reserve(s.pci.size());
+  for (const auto& f : s.pci) all.push_back(f.bdf);
+  return readVgpuHost(host, s, all);
+}
+
+VgpuHost readVgpuHost(const Host& host, const Snapshot& s, const std::vector<Bdf>& candidates) {
   std::vector<Bdf> all;
   std::set<Bdf> onNvidia;
   all.reserve(s.pci.size());
@@ -287,19 +294,6 @@ VgpuHost readVgpuView(const Host& host, const Snapshot& s, const std::vector<Bdf
   return v;
 }
 
-}  // namespace
-
-VgpuHost readVgpuHost(const Host& host, const Snapshot& s) {
-  std::vector<Bdf> all;
-  all.reserve(s.pci.size());
-  for (const auto& f : s.pci) all.push_back(f.bdf);
-  return readVgpuView(host, s, all);
-}
-
-VgpuHost readVgpuHost(const Host& host, const Snapshot& s, const std::vector<Bdf>& candidates) {
-  return readVgpuView(host, s, candidates);
-}
-
 VgpuHost refreshVgpuHost(const Host& host, const Snapshot& s, const VgpuHost& before,
                          const std::set<Bdf>& changed) {
   std::set<Bdf> again(changed.begin(), changed.end());
@@ -310,7 +304,7 @@ VgpuHost refreshVgpuHost(const Host& host, const Snapshot& s, const VgpuHost& be
   for (const auto& f : s.pci) {
     if (again.count(f.bdf)) candidates.push_back(f.bdf);
   }
-  return readVgpuView(host, s, candidates);
+  return readVgpuHost(host, s, candidates);
 }
 
 }  // namespace hostprep

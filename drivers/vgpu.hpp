@@ -102,8 +102,9 @@ struct VgpuHost {
 
 // Reads every mdev parent, per-VF vGPU directory and vGPU device among the snapshot's functions.
 VgpuHost readVgpuHost(const Host& host, const Snapshot& s);
-// The same with the parents and per-VF vGPUs looked for among `candidates` only (the GPUs a plan
-// may move and their VFs: a plan reads nothing else of the view); every mdev device is read.
+// The same with the parents and per-VF vGPUs looked for among `candidates` (functions of `s`)
+// only: a plan's GPUs and their VFs (readPlanVgpuHost), the functions refreshVgpuHost reads again.
+// Every mdev device is read.
 VgpuHost readVgpuHost(const Host& host, const Snapshot& s, const std::vector<Bdf>& candidates);
 // The same after the functions in `changed` were read again (the agent, after uevents that named
 // them), without four failed lookups per function of the host: `changed` and the parents,
