@@ -172,6 +172,13 @@ while [ $i -lt $N ]; do
     writes_to ""
     timed switch.writes.back $BT writes $T/writes
     state_diff $T/state.boot > $T/sd || bad "switch: bare writes back: $(tr '\n' ';' < $T/sd)"
+    # The peer on the fast path: vfio-manage's per-device sequence (the slow teardown's
+    # baseline), given every function hostprep moves; back with the bare writes, untimed.
+    timed switch.vfio_manage.to_vfio sh /tests/bench-vfio-manage.sh $FUNCS
+    on_vfio || bad "switch: vfio-manage left a function off vfio-pci"
+    writes_to ""
+    $BT writes $T/writes > $T/vm.out 2>&1 || bad "switch: vfio-manage back: $(tail -n 2 $T/vm.out)"
+    state_diff $T/state.boot > $T/sd || bad "switch: vfio-manage back: $(tr '\n' ';' < $T/sd)"
     i=$((i + 1))
 done
 ok
