@@ -184,7 +184,8 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
     }
     return 0;
   }
-  json report = planJson(plan, false);
+  // The report is --output json's; text prints a line per device as it goes (onDevice).
+  json report = ctx.json() ? planJson(plan, false) : json();
   if (!c.status) return fail(ctx, c.status.error(), report);
   if (plan.noop()) {
     if (ctx.json()) {
