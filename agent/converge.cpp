@@ -148,14 +148,14 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   } else {  // a FABRIC_MODE that is no mode: preflight's gpu.fabric reports it; leave them
     selection.withNvSwitches = opt.nvSwitch == NvSwitchPolicy::kWithGpus;
   }
-  auto snap = readPlanSnapshot(host, selection);
-  if (!snap) return failed(snap.error());
-  c.snapshot = *snap;
+  auto read = readPlanSnapshot(host, selection);
+  if (!read) return failed(read.error());
+  const Snapshot& snap = c.snapshot.emplace(std::move(*read));  // kept for the caller, not copied
 
   clock.lap("read the host");
 
   // 4. Select the GPUs and their companions; refuse unsafe groups.
-  auto sel = selectDevices(*snap, selection);
+  auto sel = selectDevices(snap, selection);
   if (!sel) return failed(sel.error());
   if (sel->targets.empty()) {
     std::string what = opt.selection.gpuIds.empty() ? "NVIDIA GPU (vendor 10de, class 0300/0302)"
@@ -165,18 +165,18 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   }
   // 5. The mode of each device (the rules; companions follow their GPU), and the mixes refused:
   //    container with vm-vgpu (exit 2), one IOMMU group in two modes (exit 3).
-  auto resolved = resolveModes(*snap, *sel, opt.mode, opt.rules);
+  auto resolved = resolveModes(snap, *sel, opt.mode, opt.rules);
   for (const auto& w : resolved.warnings) spdlog::warn("config: {}", w);
   c.modes = resolved.modes;
   c.ruleWarnings = resolved.warnings;
   const auto split = modeSplit(*sel, c.modes);
   if (auto st = checkModeMix(split); !st) return failed(st.error());
-  if (auto st = checkGroupModes(*snap, *sel, c.modes); !st) return failed(st.error());
+  if (auto st = checkGroupModes(snap, *sel, c.modes); !st) return failed(st.error());
   // Only vm-passthrough hands whole groups to vfio; vm-vgpu keeps the GPU on its host driver.
   std::vector<std::string> unsafe;
   for (const auto& p : sel->problems) {
     if (modeOf(c.modes, p.gpu, opt.mode) == Mode::kVmPassthrough)
-      unsafe.push_back(p.describe(*snap));
+      unsafe.push_back(p.describe(snap));
   }
   if (!unsafe.empty() && !opt.force) {
     return failed(refusal("refusing to give these IOMMU groups to vfio: " + join(unsafe, "; "),
@@ -195,10 +195,10 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
                            });
   if (passthrough) {
     in.modulesAlias =
-        host.read(hostPath("lib/modules", snap->kernelRelease, "modules.alias"), 64u << 20)
+        host.read(hostPath("lib/modules", snap.kernelRelease, "modules.alias"), 64u << 20)
             .value_or("");
   }
-  in.vgpuHost = readPlanVgpuHost(host, *snap, *sel);
+  in.vgpuHost = readPlanVgpuHost(host, snap, *sel);
   in.vgpuConfigName = opt.vgpuConfigName;
   in.modes = c.modes;
   if (split.count(Mode::kVmVgpu)) {
@@ -208,35 +208,35 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
     in.vgpuConfig = std::move(*cfg);
     in.vgpuVfioAvailable = k.modules.available("nvidia_vgpu_vfio");
   }
-  auto plan = makePlan(*snap, *sel, in);
+  auto made = makePlan(snap, *sel, in);
   clock.lap("select and plan");
-  if (!plan) return failed(plan.error());
+  if (!made) return failed(made.error());
   // A GPU that --devices left out moves only as the companion of a selected one with --force.
   std::vector<std::string> dragged;
   for (const auto& u : sel->unselectedGpus) {
-    for (const auto& mv : plan->moves) {
-      if (mv.bdf == u.gpu && mv.changes) dragged.push_back(u.describe(*snap));
+    for (const auto& mv : made->moves) {
+      if (mv.bdf == u.gpu && mv.changes) dragged.push_back(u.describe(snap));
     }
   }
   if (!dragged.empty() && !opt.force) {
     return failed(refusal("refusing to move a GPU that was not selected: " + join(dragged, "; "),
                           "select it too (--devices), or pass --force to move it with the other"));
   }
-  c.plan = *plan;
+  const Plan& plan = c.plan.emplace(std::move(*made));
   if (opt.dryRun) return c;
-  if (plan->noop()) {
-    remember(host, opt, *plan);
+  if (plan.noop()) {
+    remember(host, opt, plan);
     return c;
   }
 
   // 7. Nobody may be holding what we are about to unbind, nor using a VF we would remove.
-  if (auto used = vfsInUse(*snap, *plan, opt.selection.hostDriver); !used.empty() && !opt.force) {
+  if (auto used = vfsInUse(snap, plan, opt.selection.hostDriver); !used.empty() && !opt.force) {
     return failed(refusal("the plan disables SR-IOV under VFs that are in use: " + join(used, "; "),
                           "stop the VMs using those VFs and unbind them, or pass --force to "
                           "remove them anyway"));
   }
   auto holders =
-      planHolders(host, *plan, apply, openNodes.valid() ? openNodes.get() : openDeviceNodes(host));
+      planHolders(host, plan, apply, openNodes.valid() ? openNodes.get() : openDeviceNodes(host));
   if (!holders.empty() && !opt.force) {
     std::vector<std::string> who;
     for (const auto& h : holders) who.push_back(h.describe());
@@ -249,7 +249,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
 
   // 8. Apply.
   auto started = std::chrono::steady_clock::now();
-  auto res = applyPlan(k, *plan, apply);
+  auto res = applyPlan(k, plan, apply);
   clock.lap("apply");
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!res) return failed(res.error());
@@ -257,11 +257,11 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   if (spdlog::should_log(spdlog::level::debug)) {
     spdlog::debug("time: {} journal write(s) {:.1f} ms", res->journalWrites, res->journalMs);
     for (const auto& [i, ms] : res->stepMs) {
-      spdlog::debug("time: step {} ({}) {:.1f} ms", i + 1, plan->steps[i].describe(), ms);
+      spdlog::debug("time: step {} ({}) {:.1f} ms", i + 1, plan.steps[i].describe(), ms);
     }
   }
   clock.lap("report");
-  remember(host, opt, *plan);
+  remember(host, opt, plan);
   clock.lap("remember the mode and selection");
   return c;
 }
