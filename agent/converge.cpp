@@ -11,6 +11,7 @@
 #include "agent/local_file.hpp"
 #include "agent/phase_clock.hpp"
 #include "drivers/holders.hpp"
+#include "drivers/parsers.hpp"
 #include "drivers/platform.hpp"
 #include "drivers/status.hpp"
 #include "drivers/text.hpp"
@@ -194,9 +195,9 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
                              return m.second == Mode::kVmPassthrough;
                            });
   if (passthrough) {
-    in.modulesAlias =
+    in.modulesAlias = vfioAliasLines(
         host.read(hostPath("lib/modules", snap.kernelRelease, "modules.alias"), 64u << 20)
-            .value_or("");
+            .value_or(""));
   }
   in.vgpuHost = readPlanVgpuHost(host, snap, *sel);
   in.vgpuConfigName = opt.vgpuConfigName;

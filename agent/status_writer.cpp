@@ -6,6 +6,7 @@
 #include "checks/preflight.hpp"
 #include "drivers/bootconfig.hpp"
 #include "drivers/kmod.hpp"
+#include "drivers/parsers.hpp"
 #include "drivers/platform.hpp"
 #include "drivers/text.hpp"
 
@@ -87,7 +88,8 @@ Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusReque
   if (!r.pciIds && !st.pciIds) st.pciIds = readPciIds(host);  // --pci-ids: the host's is not read
   if (!st.modulesAlias || st.modulesAlias->first != o->snapshot.kernelRelease) {
     const auto path = hostPath("lib/modules", o->snapshot.kernelRelease, "modules.alias");
-    st.modulesAlias.emplace(o->snapshot.kernelRelease, host.read(path, 64u << 20).value_or(""));
+    st.modulesAlias.emplace(o->snapshot.kernelRelease,
+                            vfioAliasLines(host.read(path, 64u << 20).value_or("")));
   }
 
   clock.lap("status: node name, pci.ids, modules.alias");
@@ -100,7 +102,7 @@ Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusReque
   std::tie(in.desiredMode, in.desiredModeSource) = desiredMode(host, r, &in.rules);
   in.selection = r.config.selection;
   in.modulesAlias = st.modulesAlias->second;
-  in.pciIds = r.pciIds ? r.pciIds : *st.pciIds;
+  if (const auto& ids = r.pciIds ? r.pciIds : *st.pciIds) in.pciIds = *ids;  // a view, not a copy
   if (r.previous) {
     in.previous = r.previous->doc.conditions;
   } else if (auto prev = host.read(r.config.statusPath, 4u << 20)) {

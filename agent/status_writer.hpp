@@ -21,7 +21,8 @@ namespace hostprep {
 struct StaticInputs {
   std::optional<std::string> nodeName;
   std::optional<std::optional<std::string>> pciIds;  // outer: read yet; inner: the host has one
-  std::optional<std::pair<std::string, std::string>> modulesAlias;  // kernel release, text
+  // Kernel release, and the lines of its modules.alias the VFIO lookups read (vfioAliasLines).
+  std::optional<std::pair<std::string, std::string>> modulesAlias;
 };
 
 struct Observation;

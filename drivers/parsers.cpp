@@ -76,6 +76,27 @@ bool isValidModuleName(std::string_view name) {
   });
 }
 
+namespace {
+
+// Calls `f` with each line of `text` that holds `prefix`, once, in order. A distribution's
+// modules.alias has some 26,000 lines and a handful for vfio_pci: each place the prefix occurs is
+// found by a search, and only its line is looked at (splitting them all cost 5 ms a call).
+template <class F>
+void forLinesHolding(std::string_view text, std::string_view prefix, F&& f) {
+  for (size_t at = text.find(prefix); at != std::string_view::npos; at = text.find(prefix, at)) {
+    const size_t nl = text.rfind('\n', at);
+    const size_t start = nl == std::string_view::npos ? 0 : nl + 1;
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    f(text.substr(start, end - start));
+    at = end;
+  }
+}
+
+constexpr std::string_view kVfioAliasPrefix = "vfio_pci:";
+
+}  // namespace
+
 std::vector<ModuleAlias> parseModulesAlias(std::string_view text, std::string_view prefix) {
   std::vector<ModuleAlias> out;
   auto parseLine = [&](std::string_view line) {
@@ -86,19 +107,18 @@ std::vector<ModuleAlias> parseModulesAlias(std::string_view text, std::string_vi
   };
   if (prefix.empty()) {
     for (auto line : splitLines(text)) parseLine(line);
-    return out;
+  } else {
+    forLinesHolding(text, prefix, parseLine);  // only a line that holds the prefix can match
   }
-  // Only a line that holds the prefix can match: each place it occurs is found by a search, and
-  // only its line is split. A distribution's modules.alias has some 26,000 lines and a handful
-  // for vfio_pci; splitting them all cost 5 ms a call, and the plan and the status ask per device.
-  for (size_t at = text.find(prefix); at != std::string_view::npos; at = text.find(prefix, at)) {
-    const size_t nl = text.rfind('\n', at);
-    const size_t start = nl == std::string_view::npos ? 0 : nl + 1;
-    size_t end = text.find('\n', at);
-    if (end == std::string_view::npos) end = text.size();
-    parseLine(text.substr(start, end - start));
-    at = end;
-  }
+  return out;
+}
+
+std::string vfioAliasLines(std::string_view modulesAlias) {
+  std::string out;
+  forLinesHolding(modulesAlias, kVfioAliasPrefix, [&](std::string_view line) {
+    out.append(line);
+    out += '\n';
+  });
   return out;
 }
 
@@ -109,10 +129,10 @@ bool aliasPatternAffordable(std::string_view pattern) {
 std::string bestVfioModule(std::string_view modulesAlias, std::string_view modalias) {
   std::string target(trim(modalias));
   if (!startsWith(target, "pci:")) return "vfio_pci";
-  target = "vfio_pci:" + target.substr(4);
+  target = std::string(kVfioAliasPrefix) + target.substr(4);
   std::string best = "vfio_pci";
   long bestStars = -1;
-  for (const auto& a : parseModulesAlias(modulesAlias, "vfio_pci:")) {
+  for (const auto& a : parseModulesAlias(modulesAlias, kVfioAliasPrefix)) {
     // The module becomes a driver directory and a driver_override value: a hostile or corrupt
     // modules.alias line ("alias vfio_pci:* ../../x") is skipped, never followed.
     if (!isValidModuleName(a.module)) continue;

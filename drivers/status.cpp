@@ -164,14 +164,14 @@ std::vector<ObservedVgpu> observedVgpus(const VgpuHost& v) {
 
 std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuHost& v,
                                                const Selection& sel, std::string_view hostDriver,
-                                               const std::optional<std::string>& pciIds) {
+                                               std::optional<std::string_view> pciIds) {
   std::map<std::string, int> out;
   // Passthrough: one device per IOMMU group, named after the group's first vfio-bound function.
   std::set<int> seenGroups;
   for (const auto& f : s.pci) {  // sorted by address, as the plugin's directory walk is
     if (f.id.vendor != kNvidiaVendor || !isPluginVfioDriver(f.driver) || !f.iommuGroup) continue;
     if (!seenGroups.insert(*f.iommuGroup).second) continue;
-    ++out[passthroughResourceName(pciIds.value_or(""), f.id.device)];
+    ++out[passthroughResourceName(pciIds.value_or(std::string_view()), f.id.device)];
   }
   for (const auto& d : observedVgpus(v)) {
     if (!d.typeName.empty()) ++out[vgpuResourceName(d.typeName)];

@@ -84,8 +84,8 @@ struct StatusInputs {
   std::string desiredModeSource;  // "flag", "config", "last-prepare"; empty when none
   std::vector<DeviceRule> rules;  // the config's devices rules over desiredMode (a mixed node)
   SelectionOptions selection;
-  std::string modulesAlias;                   // to name the VFIO driver a device wants
-  std::optional<std::string> pciIds;          // nullopt: no pci.ids on the host
+  std::string modulesAlias;  // to name the VFIO driver a device wants (or its vfioAliasLines)
+  std::optional<std::string_view> pciIds;     // nullopt: no pci.ids on the host; a megabyte, viewed
   std::vector<Condition> previous;            // the last document's conditions (lastTransitionTime)
   std::optional<PreflightOutcome> preflight;  // nullopt: not evaluated
   std::optional<std::string> convergeError;   // the last convergence failed with this
@@ -126,7 +126,7 @@ struct StatusDocument {
 //   host driver that is not a vGPU host.
 std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuHost& v,
                                                const Selection& sel, std::string_view hostDriver,
-                                               const std::optional<std::string>& pciIds);
+                                               std::optional<std::string_view> pciIds);
 
 // The mode the selected GPUs are in: all on vfio -> vm-passthrough; all on the host driver ->
 // container, or vm-vgpu where the driver offers vGPU types or vGPUs exist; a mix -> mixed; no

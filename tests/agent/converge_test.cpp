@@ -313,3 +313,28 @@ TEST_CASE("a run reads whole only what its selection can reach", "[converge]") {
   CHECK_FALSE(nvme->iommuGroup);
   CHECK(c.snapshot->iommuGroups.at(40).empty());
 }
+
+TEST_CASE("a passthrough plan names the VFIO variant driver modules.alias gives a device",
+          "[converge]") {
+  Rig r("two-a10");
+  r.fx.write("lib/modules/6.1.0-test-amd64/modules.alias",
+             "alias pci:v000010DEd*sv*sd*bc03sc*i* nvidia\n"
+             "alias vfio_pci:v*d*sv*sd*bc*sc*i* vfio_pci\n"
+             "alias vfio_pci:v000010DEd00002236sv*sd*bc*sc*i* a10_vfio_pci");
+  ConvergeOptions co;
+  co.mode = Mode::kVmPassthrough;
+  co.dryRun = true;
+  auto c = converge(r.k, co);
+  REQUIRE(c.status);
+  REQUIRE(c.plan);
+  int gpus = 0;
+  for (const auto& mv : c.plan->moves) {
+    if (mv.role == Role::kGpu) {
+      ++gpus;
+      CHECK(mv.toDriver == "a10-vfio-pci");
+    } else {
+      CHECK(mv.toDriver == "vfio-pci");  // the audio function: only the generic alias matches
+    }
+  }
+  CHECK(gpus == 2);
+}

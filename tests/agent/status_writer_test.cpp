@@ -124,3 +124,42 @@ TEST_CASE("observe, summarize, publish: the NFD and Prometheus files only where 
   REQUIRE(publish(host, **o, r.config, "/srv/status/now.json"));
   CHECK(std::filesystem::exists(fx.path("srv/metrics/hostprep.prom")));
 }
+
+TEST_CASE("observe names the VFIO variant driver that modules.alias gives a device", "[status]") {
+  // An A10 variant driver among other aliases, the file's last line without its newline. The
+  // agent keeps only modules.alias's vfio_pci: lines between events, and looks devices up there.
+  Fixture fx("status-passthrough-done");
+  fx.write("lib/modules/6.1.0-test-amd64/modules.alias",
+           "alias pci:v000010DEd*sv*sd*bc03sc*i* nvidia\n"
+           "alias vfio_pci:v*d*sv*sd*bc*sc*i* vfio_pci\n"
+           "alias usb:v0BDAp8153d*dc*dsc*dp*ic*isc*ip*in* r8152\n"
+           "alias vfio_pci:v000010DEd00002236sv*sd*bc*sc*i* a10_vfio_pci");
+  RootHost host(fx.root());
+  StaticInputs statics;
+  StatusRequest r;
+  r.config.mode = Mode::kVmPassthrough;
+  r.statics = &statics;
+  for (int event = 0; event < 2; ++event) {  // the first reads the file, the second the lines
+    CAPTURE(event);
+    auto o = observe(host, r);
+    REQUIRE(o);
+    const StatusDocument& d = (*o)->doc;
+    int gpus = 0;
+    for (const auto& dev : d.devices) {
+      if (dev.fn->id.device == 0x2236) {
+        ++gpus;
+        CHECK(dev.wantedDriver == std::optional<std::string>("a10-vfio-pci"));
+      } else if (dev.fn->id.device == 0x1aef) {
+        CHECK(dev.wantedDriver == std::optional<std::string>("vfio-pci"));
+      }
+    }
+    CHECK(gpus == 2);
+    CHECK(d.drift().size() == 2);  // both A10s are on vfio-pci, not on their variant driver
+    CHECK_FALSE(d.converged);
+    CHECK(d.advertised == std::map<std::string, int>{{"nvidia.com/GA102GL_A10", 2}});
+  }
+  REQUIRE(statics.modulesAlias);
+  CHECK(statics.modulesAlias->second ==
+        "alias vfio_pci:v*d*sv*sd*bc*sc*i* vfio_pci\n"
+        "alias vfio_pci:v000010DEd00002236sv*sd*bc*sc*i* a10_vfio_pci\n");
+}

@@ -21,6 +21,7 @@
 #include "drivers/resource_names.hpp"
 #include "drivers/selection.hpp"
 #include "drivers/snapshot.hpp"
+#include "drivers/status.hpp"
 #include "drivers/text.hpp"
 #include "drivers/vgpu.hpp"
 #include "tests/support/fixture.hpp"
@@ -165,6 +166,47 @@ int main() {
   double split = medianMs([&] { (void)splitLines(ids); }, 21);
   std::printf("pciids-lookup %zu %.1f %.3f %.3f\n", splitLines(ids).size(),
               static_cast<double>(ids.size()) / 1e6, name, split);
+  // The agent's status document after an event on a passthrough node of 8 GPUs, each with its
+  // audio function, all on vfio-pci, with that modules.alias and that pci.ids: what it rebuilds
+  // from its snapshot at every event, besides re-reading the host (StatusInputs filled as the
+  // agent's observe() fills them, the document built, its JSON text).
+  {
+    std::string y = "kernel: 6.1.0-bench\ncmdline: intel_iommu=on\nmodules: [vfio_pci]\ndevices:\n";
+    for (int g = 0; g < 8; ++g) {
+      for (int fn = 0; fn < 2; ++fn) {
+        char bdf[16];
+        std::snprintf(bdf, sizeof bdf, "0000:%02x:00.%d", 0x81 + g, fn);
+        y += std::string("  - {bdf: \"") + bdf + "\", id: \"10de:" + (fn ? "1aef" : "2236") +
+             "\", class: \"" + (fn ? "040300" : "030200") +
+             "\", driver: vfio-pci, group: " + std::to_string(40 + g) + "}\n";
+      }
+    }
+    test::Fixture fx;
+    test::expandHostYaml(fx.root(), y);
+    RootHost host(fx.root());
+    const auto s = readSnapshot(host);
+    const VgpuHost v = readVgpuHost(host, *s);
+    size_t devices = 0;
+    auto document = [&](const std::string& modulesAlias) {
+      return medianMs(
+          [&] {
+            StatusInputs in;
+            in.desiredMode = Mode::kVmPassthrough;
+            in.desiredModeSource = "config";
+            in.modulesAlias = modulesAlias;
+            in.pciIds = ids;
+            const StatusDocument d = buildStatus(*s, v, in);
+            devices = d.devices.size();
+            if (toJson(d).dump(2).empty()) std::abort();
+          },
+          21);
+    };
+    // The agent keeps modules.alias's vfio_pci: lines (once per kernel release); the baseline
+    // looks every device up in the whole file, as it did before.
+    const double lines = document(vfioAliasLines(aliases));
+    const double whole = document(aliases);
+    std::printf("status-doc %zu %.3f %.3f\n", devices, lines, whole);
+  }
   // The journal of a plan that disables the VFs of 16 GPUs with 255 each (leaving vm-vgpu on the
   // largest SR-IOV host): one entry per VF, written once before the first step, read back by a
   // recovery. Its size, the text built and parsed (the write itself is one file and an fsync).

@@ -76,3 +76,65 @@ TEST_CASE("bestVfioModule picks the alias with the fewest wildcards", "[parsers]
   CHECK(bestVfioModule("", a10) == "vfio_pci");
   CHECK(bestVfioModule(aliases, "not-a-modalias") == "vfio_pci");
 }
+
+TEST_CASE("vfioAliasLines keeps the lines bestVfioModule reads and answers the same", "[parsers]") {
+  // Noise, a tie between two aliases with as many wildcards (the first wins, so order must stay),
+  // "vfio_pci:" elsewhere than the pattern, a hostile module, a last line without its newline.
+  const std::string text =
+      "# Aliases extracted from modules themselves.\n"
+      "alias pci:v000010DEd*sv*sd*bc03sc*i* nvidia\n"
+      "alias vfio_pci:v000010DEd*sv*sd*bc*sc*i* first_vfio\n"
+      "alias usb:v0BDAp8153d*dc*dsc*dp*ic*isc*ip*in* r8152\n"
+      "alias vfio_pci:v000010DEd*sv*sd*bc*sc*i* second_vfio\n"
+      "alias acpi*:PNP0A03:* not_vfio_pci:at_all\n"
+      "alias vfio_pci:v000010DEd00002342sv*sd*bc*sc*i* ../../escape\n"
+      "alias vfio_pci:v*d*sv*sd*bc*sc*i* vfio_pci";
+  CHECK(vfioAliasLines(text) ==
+        "alias vfio_pci:v000010DEd*sv*sd*bc*sc*i* first_vfio\n"
+        "alias vfio_pci:v000010DEd*sv*sd*bc*sc*i* second_vfio\n"
+        "alias acpi*:PNP0A03:* not_vfio_pci:at_all\n"
+        "alias vfio_pci:v000010DEd00002342sv*sd*bc*sc*i* ../../escape\n"
+        "alias vfio_pci:v*d*sv*sd*bc*sc*i* vfio_pci\n");
+  CHECK(vfioAliasLines("").empty());
+  CHECK(vfioAliasLines("alias pci:v*d*sv*sd*bc*sc*i* nvidia\n").empty());
+
+  const std::vector<std::string> modaliases = {
+      "pci:v000010DEd00002342sv000010DEsd000016EBbc03sc02i00",
+      "pci:v000010DEd00002236sv000010DEsd00001482bc03sc02i00",
+      "pci:v00008086d00001521sv00008086sd00000001bc02sc00i00", "not-a-modalias", ""};
+  for (const auto& m : modaliases) {
+    CAPTURE(m);
+    CHECK(bestVfioModule(vfioAliasLines(text), m) == bestVfioModule(text, m));
+  }
+  CHECK(bestVfioModule(vfioAliasLines(text), modaliases[1]) == "first_vfio");
+
+  // Texts drawn from those lines and a few more, in every order a small generator gives.
+  const std::vector<std::string> pool = {
+      "alias vfio_pci:v000010DEd00002342sv*sd*bc*sc*i* nvgrace_gpu_vfio_pci",
+      "alias vfio_pci:v000010DEd*sv*sd*bc*sc*i* some_other_vfio",
+      "alias vfio_pci:v*d*sv*sd*bc*sc*i* vfio_pci",
+      "alias vfio_pci:v00008086d00001521sv*sd*bc*sc*i* igb_vfio",
+      "alias vfio_pci:v*d*sv*sd*bc02sc*i* net_vfio",
+      "alias pci:v00008086d00001521sv*sd*bc*sc*i* igb",
+      "alias vfio_pci:v000010DE* too many words here",
+      "",
+      "   ",
+      "alias\tvfio_pci:v000010DEd00002236sv*sd*bc*sc*i*\ta10_vfio"};
+  uint32_t seed = 12345;
+  auto next = [&seed] {
+    seed = seed * 1103515245u + 12345u;
+    return (seed >> 16) & 0x7fff;
+  };
+  for (int round = 0; round < 300; ++round) {
+    std::string t;
+    const int lines = static_cast<int>(next() % 8);
+    for (int i = 0; i < lines; ++i) {
+      t += pool[next() % pool.size()];
+      if (i + 1 < lines || next() % 2) t += '\n';
+    }
+    for (const auto& m : modaliases) {
+      CAPTURE(t, m);
+      CHECK(bestVfioModule(vfioAliasLines(t), m) == bestVfioModule(t, m));
+    }
+  }
+}

@@ -1,7 +1,8 @@
-// A device's modalias (first line) against a modules.alias text (the rest): bestVfioModule and
-// parseModulesAlias. The chosen module becomes a driver directory, so it must always be a valid
-// module name, and hostile patterns must not make matching explode. parsePciModalias takes the
-// first line only when the kernel's format prints it back.
+// A device's modalias (first line) against a modules.alias text (the rest): bestVfioModule (on
+// the text and on its vfioAliasLines, which must agree) and parseModulesAlias. The chosen module
+// becomes a driver directory, so it must always be a valid module name, and hostile patterns must
+// not make matching explode. parsePciModalias takes the first line only when the kernel's format
+// prints it back.
 #include <strings.h>
 
 #include <cstdio>
@@ -28,5 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const std::string best = bestVfioModule(aliases, modalias);
   FUZZ_CHECK(isValidModuleName(best));
+  // The agent and the plan look devices up in the vfio_pci: lines alone: the same answer.
+  FUZZ_CHECK(bestVfioModule(vfioAliasLines(aliases), modalias) == best);
   return 0;
 }
