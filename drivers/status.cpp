@@ -166,12 +166,21 @@ std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuHost
                                                const Selection& sel, std::string_view hostDriver,
                                                std::optional<std::string_view> pciIds) {
   std::map<std::string, int> out;
-  // Passthrough: one device per IOMMU group, named after the group's first vfio-bound function.
+  // Passthrough: one device per IOMMU group, named after the group's first vfio-bound function
+  // (each device id's name looked up in pci.ids once).
   std::set<int> seenGroups;
+  std::map<uint16_t, std::string> resourceOf;
   for (const auto& f : s.pci) {  // sorted by address, as the plugin's directory walk is
     if (f.id.vendor != kNvidiaVendor || !isPluginVfioDriver(f.driver) || !f.iommuGroup) continue;
     if (!seenGroups.insert(*f.iommuGroup).second) continue;
-    ++out[passthroughResourceName(pciIds.value_or(std::string_view()), f.id.device)];
+    auto known = resourceOf.find(f.id.device);
+    if (known == resourceOf.end()) {
+      known = resourceOf
+                  .emplace(f.id.device, passthroughResourceName(pciIds.value_or(std::string_view()),
+                                                                f.id.device))
+                  .first;
+    }
+    ++out[known->second];
   }
   for (const auto& d : observedVgpus(v)) {
     if (!d.typeName.empty()) ++out[vgpuResourceName(d.typeName)];
@@ -254,13 +263,22 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
     modes = resolveModes(s, selection, *in.desiredMode, in.rules).modes;
     d.desiredSplit = modeSplit(selection, modes);
   }
+  // pci.ids is a megabyte searched per name, and a node's GPUs are mostly of one model: each
+  // vendor:device is looked up once per document.
+  std::map<std::pair<uint16_t, uint16_t>, std::optional<std::string>> names;
   for (const auto& t : listed) {
     const auto* f = s.find(t.bdf);
     if (!f) continue;
     StatusDevice dev;
     dev.fn = f;
     dev.role = t.role;
-    if (in.pciIds) dev.name = pciIdsDeviceName(*in.pciIds, f->id.vendor, f->id.device);
+    if (in.pciIds) {
+      const std::pair<uint16_t, uint16_t> id{f->id.vendor, f->id.device};
+      auto known = names.find(id);
+      if (known == names.end())
+        known = names.emplace(id, pciIdsDeviceName(*in.pciIds, id.first, id.second)).first;
+      dev.name = known->second;
+    }
     if (in.desiredMode) {
       const Mode mode = modeOf(modes, f->physfn.value_or(t.bdf), *in.desiredMode);  // VF: its PF's
       dev.desiredMode = mode;

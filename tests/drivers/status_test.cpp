@@ -353,3 +353,38 @@ TEST_CASE(
   CHECK(f["desiredSplit"] == nlohmann::ordered_json{{"vm-passthrough", 2}});
   CHECK(f["converged"] == false);
 }
+
+TEST_CASE("each device is named after its own vendor and device in pci.ids", "[status]") {
+  // Two models of one vendor and one device id under another vendor, twice each: the document
+  // looks each vendor:device up once, and never gives one the name of another.
+  Fixture fx;
+  hostprep::test::expandHostYaml(fx.root(), R"(kernel: 6.1.0-test-amd64
+cmdline: intel_iommu=on
+modules: [nvidia]
+devices:
+  - {bdf: "0000:41:00.0", id: "10de:2236", class: "030200", driver: nvidia, group: 1}
+  - {bdf: "0000:42:00.0", id: "1234:2236", class: "030200", driver: nvidia, group: 2}
+  - {bdf: "0000:43:00.0", id: "10de:20b5", class: "030200", driver: nvidia, group: 3}
+  - {bdf: "0000:44:00.0", id: "10de:2236", class: "030200", driver: nvidia, group: 4}
+  - {bdf: "0000:45:00.0", id: "1234:2236", class: "030200", driver: nvidia, group: 5}
+)");
+  RootHost host(fx.root());
+  auto s = readSnapshot(host);
+  REQUIRE(s);
+  const std::string ids =
+      "10de  NVIDIA Corporation\n\t20b5  GA100 [A100 PCIe 80GB]\n\t2236  GA102GL [A10]\n"
+      "1234  Technical Corp.\n\t2236  Not The A10\n";
+  StatusInputs in;
+  in.selection.gpuIds = {*parsePciId("10de:2236"), *parsePciId("1234:2236"),
+                         *parsePciId("10de:20b5")};
+  in.pciIds = ids;
+  const auto d = buildStatus(*s, readVgpuHost(host, *s), in);
+  std::map<std::string, std::optional<std::string>> names;
+  for (const auto& dev : d.devices) names[dev.fn->bdf.str()] = dev.name;
+  CHECK(names == std::map<std::string, std::optional<std::string>>{
+                     {"0000:41:00.0", "GA102GL [A10]"},
+                     {"0000:42:00.0", "Not The A10"},
+                     {"0000:43:00.0", "GA100 [A100 PCIe 80GB]"},
+                     {"0000:44:00.0", "GA102GL [A10]"},
+                     {"0000:45:00.0", "Not The A10"}});
+}
