@@ -173,14 +173,9 @@ std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuHost
   for (const auto& f : s.pci) {  // sorted by address, as the plugin's directory walk is
     if (f.id.vendor != kNvidiaVendor || !isPluginVfioDriver(f.driver) || !f.iommuGroup) continue;
     if (!seenGroups.insert(*f.iommuGroup).second) continue;
-    auto known = resourceOf.find(f.id.device);
-    if (known == resourceOf.end()) {
-      known = resourceOf
-                  .emplace(f.id.device, passthroughResourceName(pciIds.value_or(std::string_view()),
-                                                                f.id.device))
-                  .first;
-    }
-    ++out[known->second];
+    auto [resource, fresh] = resourceOf.try_emplace(f.id.device);
+    if (fresh) resource->second = passthroughResourceName(pciIds.value_or(""), f.id.device);
+    ++out[resource->second];
   }
   for (const auto& d : observedVgpus(v)) {
     if (!d.typeName.empty()) ++out[vgpuResourceName(d.typeName)];
@@ -273,11 +268,9 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
     dev.fn = f;
     dev.role = t.role;
     if (in.pciIds) {
-      const std::pair<uint16_t, uint16_t> id{f->id.vendor, f->id.device};
-      auto known = names.find(id);
-      if (known == names.end())
-        known = names.emplace(id, pciIdsDeviceName(*in.pciIds, id.first, id.second)).first;
-      dev.name = known->second;
+      auto [name, fresh] = names.try_emplace({f->id.vendor, f->id.device});
+      if (fresh) name->second = pciIdsDeviceName(*in.pciIds, f->id.vendor, f->id.device);
+      dev.name = name->second;
     }
     if (in.desiredMode) {
       const Mode mode = modeOf(modes, f->physfn.value_or(t.bdf), *in.desiredMode);  // VF: its PF's
