@@ -30,18 +30,22 @@ using namespace hostprep;
 
 namespace {
 
-std::string hostYaml(int functions) {
+// GPUs with their audio functions, one group per pair: on nvidia and snd_hda_intel, or all on
+// `driver` (vfio-pci: a passthrough node).
+std::string hostYaml(int functions, const std::string& driver = {}) {
+  std::string modules = driver.empty() ? "nvidia, snd_hda_intel" : driver;
+  std::replace(modules.begin(), modules.end(), '-', '_');  // vfio-pci is module vfio_pci
   std::string y =
-      "kernel: 6.1.0-bench\ncmdline: intel_iommu=on\nmodules: [nvidia, snd_hda_intel]\ndevices:\n";
+      "kernel: 6.1.0-bench\ncmdline: intel_iommu=on\nmodules: [" + modules + "]\ndevices:\n";
   for (int i = 0; i < functions; ++i) {
     int pair = i / 2;
     char bdf[16];
     std::snprintf(bdf, sizeof bdf, "0000:%02x:%02x.%d", (pair / 32) % 256, pair % 32, i % 2);
     const bool gpu = i % 2 == 0;
+    const std::string bound = !driver.empty() ? driver : gpu ? "nvidia" : "snd_hda_intel";
     y += std::string("  - {bdf: \"") + bdf + "\", id: \"10de:" + (gpu ? "2236" : "1aef") +
-         "\", class: \"" + (gpu ? "030200" : "040300") +
-         "\", driver: " + (gpu ? "nvidia" : "snd_hda_intel") + ", group: " + std::to_string(pair) +
-         "}\n";
+         "\", class: \"" + (gpu ? "030200" : "040300") + "\", driver: " + bound +
+         ", group: " + std::to_string(pair) + "}\n";
   }
   return y;
 }
@@ -171,18 +175,8 @@ int main() {
   // from its snapshot at every event, besides re-reading the host (StatusInputs filled as the
   // agent's observe() fills them, the document built, its JSON text).
   {
-    std::string y = "kernel: 6.1.0-bench\ncmdline: intel_iommu=on\nmodules: [vfio_pci]\ndevices:\n";
-    for (int g = 0; g < 8; ++g) {
-      for (int fn = 0; fn < 2; ++fn) {
-        char bdf[16];
-        std::snprintf(bdf, sizeof bdf, "0000:%02x:00.%d", 0x81 + g, fn);
-        y += std::string("  - {bdf: \"") + bdf + "\", id: \"10de:" + (fn ? "1aef" : "2236") +
-             "\", class: \"" + (fn ? "040300" : "030200") +
-             "\", driver: vfio-pci, group: " + std::to_string(40 + g) + "}\n";
-      }
-    }
     test::Fixture fx;
-    test::expandHostYaml(fx.root(), y);
+    test::expandHostYaml(fx.root(), hostYaml(16, "vfio-pci"));
     RootHost host(fx.root());
     const auto s = readSnapshot(host);
     const VgpuHost v = readVgpuHost(host, *s);
