@@ -1,5 +1,13 @@
 // hostprep agent as users run it: the command line only (the loop: daemon_test.cpp).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 #include "tests/support/fixture.hpp"
 #include "tests/support/run.hpp"
@@ -34,4 +42,51 @@ TEST_CASE("prepare and agent --once on a node already in its split say there is 
   CHECK_THAT(a.err, Catch::Contains("info: " + line + "\n"));
   CHECK_THAT(a.err, !Catch::Contains("converged to"));
   CHECK(fx.deviceState() == before);
+}
+
+namespace {
+
+// The "THP_enabled:" line of /proc/PID/status (proc(5), Linux 5.0): 0 once the process has
+// PR_SET_THP_DISABLE; empty when the line is absent.
+std::string thpEnabled(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("THP_enabled:", 0) == 0) {
+      std::istringstream v(line.substr(12));
+      std::string word;
+      v >> word;
+      return word;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("the running agent takes no transparent huge pages", "[cli][agent][memory]") {
+  Fixture fx("two-a10");
+  // No config and no --mode: the agent observes only, and never writes to a device.
+  const std::string root = fx.root().string();
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::execl(HOSTPREP_BINARY, HOSTPREP_BINARY, "--root", root.c_str(), "--log-level", "error",
+            "agent", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // The agent is in its loop once it has published its first status.
+  const auto status = fx.path("run/hostprep/status.json");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!std::filesystem::exists(status) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const bool published = std::filesystem::exists(status);
+  const std::string thp = thpEnabled(pid);
+  ::kill(pid, SIGTERM);
+  int ws = 0;
+  REQUIRE(::waitpid(pid, &ws, 0) == pid);
+  REQUIRE(published);
+  CHECK(thp == "0");
+  CHECK(WIFEXITED(ws));
+  CHECK(WEXITSTATUS(ws) == 0);
 }

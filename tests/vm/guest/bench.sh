@@ -307,8 +307,11 @@ if agent_start hostprep; then
     echo "BENCH agent.hwm_kib $(awk '/^VmHWM:/ { print $2 }' /proc/$AGENT/status)"
     # What the resident memory is made of: the totals, then the resident KiB of each mapped
     # file (anonymous mappings as [anon], the heap as [heap]), largest first.
-    grep -E '^(Rss|Pss|Shared_Clean|Private_Clean|Private_Dirty|Anonymous):' \
+    grep -E '^(Rss|Pss|Shared_Clean|Private_Clean|Private_Dirty|Anonymous|AnonHugePages):' \
         /proc/$AGENT/smaps_rollup 2>/dev/null | sed 's/^/HPVM: agent smaps_rollup /'
+    # Transparent huge pages: the guest's setting and the agent's (0: it opted out, prctl(2)).
+    echo "HPVM: agent transparent_hugepage $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)," \
+        "$(grep '^THP_enabled:' /proc/$AGENT/status | tr -s '\t ' ' ')"
     awk '/^[0-9a-f]+-[0-9a-f]+ / { name = NF >= 6 ? $6 : "[anon]" }
          /^Rss:/ { rss[name] += $2 }
          END { for (n in rss) if (rss[n] > 0) print rss[n], n }' /proc/$AGENT/smaps \
