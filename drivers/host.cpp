@@ -425,6 +425,12 @@ Result<std::string> RootHost::readLink(std::string_view path) const {
 }
 
 Result<std::vector<std::string>> RootHost::list(std::string_view dir) const {
+  auto names = listUnordered(dir);
+  if (names) std::sort(names->begin(), names->end());
+  return names;
+}
+
+Result<std::vector<std::string>> RootHost::listUnordered(std::string_view dir) const {
   if (auto e = unsafePath(dir)) return *e;
   const std::string p = resolve(dir);
   // getdents64(2) on the directory, not opendir(3): opendir fstat()s the directory to size its
@@ -446,7 +452,6 @@ Result<std::vector<std::string>> RootHost::list(std::string_view dir) const {
       names.emplace_back(name);
     }
   }
-  std::sort(names.begin(), names.end());
   return names;
 }
 

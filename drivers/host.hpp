@@ -79,6 +79,12 @@ class Host {
   virtual Result<std::string> readLink(std::string_view path) const = 0;
   // Names in a directory, sorted; ENOENT when absent.
   virtual Result<std::vector<std::string>> list(std::string_view dir) const = 0;
+  // The same names in no particular order, for a caller that keys or sorts them itself (the
+  // snapshot's listings of every PCI function and IOMMU group: sorting 4,098 names as strings
+  // was 6% of a preflight on 4,098 functions). By default the sorted list.
+  virtual Result<std::vector<std::string>> listUnordered(std::string_view dir) const {
+    return list(dir);
+  }
   virtual bool exists(std::string_view path) const = 0;
   // The owner and mode of a file, following symbolic links.
   virtual Result<FileOwnership> ownership(std::string_view path) const = 0;
@@ -117,6 +123,7 @@ class RootHost final : public Host {
   Result<FileText> readText(std::string_view path, size_t cap = kDefaultReadCap) const override;
   Result<std::string> readLink(std::string_view path) const override;
   Result<std::vector<std::string>> list(std::string_view dir) const override;
+  Result<std::vector<std::string>> listUnordered(std::string_view dir) const override;
   bool exists(std::string_view path) const override;
   Result<FileOwnership> ownership(std::string_view path) const override;
   Result<std::string> readAttr(std::string_view path,

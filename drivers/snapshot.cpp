@@ -430,7 +430,7 @@ class DriverIndex {
     auto drivers = host_.list("sys/bus/pci/drivers");
     if (!drivers) return;
     for (const auto& d : *drivers) {
-      auto bound = host_.list(pciDriverPath(d));
+      auto bound = host_.listUnordered(pciDriverPath(d));
       if (!bound) continue;
       for (const auto& name : *bound) {
         if (auto b = parseBdf(name)) byBdf_.emplace(*b, d);
@@ -516,7 +516,7 @@ void readVfBinding(const Host& host, PciFunction& f, bool lockHeld) {
 }  // namespace
 
 Result<Snapshot> readSnapshot(const Host& host) {
-  auto devices = host.list("sys/bus/pci/devices");
+  auto devices = host.listUnordered("sys/bus/pci/devices");
   if (!devices) {
     Error e = devices.error();
     e.advice = "is " + host.root().string() + " the root of a Linux host? --root must point at one";
@@ -532,7 +532,7 @@ Result<Snapshot> readSnapshot(const Host& host) {
   }
   sortByBdf(s.pci);
 
-  if (auto groups = host.list("sys/kernel/iommu_groups")) {
+  if (auto groups = host.listUnordered("sys/kernel/iommu_groups")) {
     for (const auto& g : *groups) {
       auto n = groupNumber(g);
       if (!n) continue;
@@ -549,7 +549,7 @@ Result<Snapshot> readSnapshot(const Host& host) {
 }
 
 Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole) {
-  auto devices = host.list("sys/bus/pci/devices");
+  auto devices = host.listUnordered("sys/bus/pci/devices");
   if (!devices) return readSnapshot(host);  // the same error, with its advice
   Snapshot s;
   const std::set<Bdf> locked = lockedByPendingWrites(host);
@@ -606,7 +606,7 @@ Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole) {
     if (f->iommuGroup) wanted.insert(*f->iommuGroup);
     reached.insert(reached.end(), f->consumers.begin(), f->consumers.end());
   }
-  if (auto groups = host.list("sys/kernel/iommu_groups")) {
+  if (auto groups = host.listUnordered("sys/kernel/iommu_groups")) {
     for (const auto& g : *groups) {
       auto n = groupNumber(g);
       if (!n) continue;

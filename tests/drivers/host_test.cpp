@@ -140,6 +140,12 @@ TEST_CASE("list: every name of a directory, sorted, however many buffers they ta
   auto names = host.list("many");
   REQUIRE(names);
   CHECK(*names == want);  // no "." or "..", nothing lost or repeated
+  // listUnordered: the same names, in the order the file system gives them.
+  auto unordered = host.listUnordered("many");
+  REQUIRE(unordered);
+  std::sort(unordered->begin(), unordered->end());
+  CHECK(*unordered == want);
+  CHECK(host.listUnordered("absent").error().err == ENOENT);
   fx.write("empty/x", "");
   std::filesystem::remove(fx.path("empty/x"));
   auto none = host.list("empty");

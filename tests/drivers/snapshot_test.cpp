@@ -596,3 +596,45 @@ TEST_CASE("a PF with many VFs reads their drivers from the drivers' directories"
     CHECK(f->driver == (n == 7 || n == 15 ? std::optional<std::string>("vfio-pci") : std::nullopt));
   }
 }
+
+namespace {
+
+// A host whose unordered listings come back sorted, or sorted backwards (a PF's VFs before it,
+// the highest group first): what a kernel's getdents order may be, at its least convenient.
+class OrderedListings : public hostprep::test::ForwardingHost {
+ public:
+  OrderedListings(Host& inner, bool backwards) : ForwardingHost(inner), backwards_(backwards) {}
+  Result<std::vector<std::string>> listUnordered(std::string_view d) const override {
+    auto names = list(d);
+    if (names && backwards_) std::reverse(names->begin(), names->end());
+    return names;
+  }
+
+ private:
+  bool backwards_;
+};
+
+}  // namespace
+
+TEST_CASE("the snapshot is the same whatever order the kernel lists a directory in", "[snapshot]") {
+  std::string yaml;
+  const bool nic = GENERATE(false, true);
+  INFO((nic ? "a NIC's VFs" : "a GPU's VFs"));
+  twentyVfs(yaml, nic);
+  Fixture fx(Fixture::HostYaml{yaml});
+  RootHost root(fx.root());
+  OrderedListings sorted(root, false), backwards(root, true);
+  for (const bool scoped : {false, true}) {
+    INFO((scoped ? "scoped" : "full"));
+    auto read = [&](const Host& h) {
+      return scoped ? readSnapshot(h, mayBeGpu()) : readSnapshot(h);
+    };
+    auto a = read(sorted), b = read(backwards), c = read(root);
+    REQUIRE(a);
+    REQUIRE(b);
+    REQUIRE(c);
+    CHECK(a->pci.size() == 21);  // the PF and its 20 VFs, each in a group of its own
+    CHECK(*b == *a);
+    CHECK(*c == *a);
+  }
+}

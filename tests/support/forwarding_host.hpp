@@ -27,6 +27,9 @@ class ForwardingHost : public Host {
   Result<std::vector<std::string>> list(std::string_view d) const override {
     return inner_.list(d);
   }
+  Result<std::vector<std::string>> listUnordered(std::string_view d) const override {
+    return inner_.listUnordered(d);
+  }
   bool exists(std::string_view p) const override { return inner_.exists(p); }
   Result<FileOwnership> ownership(std::string_view p) const override { return inner_.ownership(p); }
   Status writeAttr(std::string_view p, std::string_view data,
