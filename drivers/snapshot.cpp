@@ -256,7 +256,7 @@ struct FunctionDir {
   static std::optional<FunctionDir> list(const Host& host, const Bdf& bdf) {
     FunctionDir d;
     d.dir = pciDevicePath(bdf);
-    auto entries = host.list(d.dir);
+    auto entries = host.listUnordered(d.dir);  // looked up by name; consumers sorted after
     if (!entries && !host.exists(d.dir)) return std::nullopt;
     if (entries) d.entries = std::move(*entries);
     return d;
@@ -291,6 +291,7 @@ void readBindingState(const Host& host, const Bdf& bdf, const FunctionDir& d, bo
       if (auto b = parseBdf(std::string_view(name).substr(13))) f.consumers.push_back(*b);
     }
   }
+  std::sort(f.consumers.begin(), f.consumers.end());
   f.mdevTypes.clear();
   if (d.has("mdev_supported_types")) {
     if (auto types = host.list(d.at("mdev_supported_types"))) f.mdevTypes = *types;
@@ -404,7 +405,7 @@ std::optional<PciFunction> readLightFunction(const Host& host, const Bdf& bdf) {
 std::vector<Bdf> readVirtfns(const Host& host, const Bdf& bdf) {
   const std::string dir = pciDevicePath(bdf);
   if (!host.readLink(hostPath(dir, "virtfn0"))) return {};
-  auto entries = host.list(dir);
+  auto entries = host.listUnordered(dir);
   if (!entries) return {};
   return virtfnsOf(host, bdf, *entries, readInt(host, hostPath(dir, "sriov_offset")),
                    readInt(host, hostPath(dir, "sriov_stride")));

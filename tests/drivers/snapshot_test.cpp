@@ -620,7 +620,12 @@ TEST_CASE("the snapshot is the same whatever order the kernel lists a directory 
   std::string yaml;
   const bool nic = GENERATE(false, true);
   INFO((nic ? "a NIC's VFs" : "a GPU's VFs"));
-  twentyVfs(yaml, nic);
+  const std::vector<Bdf> vfs = twentyVfs(yaml, nic);
+  // Device links from the PF to three of its VFs: consumer:pci:<bdf> entries of its directory.
+  const std::string pf = "group: 10, ";
+  REQUIRE(yaml.find(pf) != std::string::npos);
+  yaml.insert(yaml.find(pf) + pf.size(), "consumers: [\"" + vfs[3].str() + "\", \"" + vfs[0].str() +
+                                             "\", \"" + vfs[9].str() + "\"], ");
   Fixture fx(Fixture::HostYaml{yaml});
   RootHost root(fx.root());
   OrderedListings sorted(root, false), backwards(root, true);
@@ -634,6 +639,10 @@ TEST_CASE("the snapshot is the same whatever order the kernel lists a directory 
     REQUIRE(b);
     REQUIRE(c);
     CHECK(a->pci.size() == 21);  // the PF and its 20 VFs, each in a group of its own
+    if (!nic || !scoped) {       // a NIC is read light in a scoped snapshot: no consumers
+      CHECK(a->find(*parseBdf("0000:80:00.0"))->consumers ==
+            std::vector<Bdf>{vfs[0], vfs[3], vfs[9]});
+    }
     CHECK(*b == *a);
     CHECK(*c == *a);
   }
