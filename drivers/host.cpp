@@ -444,6 +444,9 @@ Result<std::vector<std::string>> RootHost::listUnordered(std::string_view dir) c
     const long n = ::syscall(SYS_getdents64, d.fd, buf.data(), buf.size());
     if (n < 0) return sysError("cannot list " + p, errno);
     if (n == 0) break;
+    // Room for as many names as this buffer can hold (an entry takes at least 24 bytes), so that
+    // a directory of 4,098 PCI functions is not moved through a dozen reallocations.
+    names.reserve(names.size() + static_cast<size_t>(n) / 24);
     for (long at = 0; at < n;) {
       const auto* e = reinterpret_cast<const dirent64*>(buf.data() + at);
       at += e->d_reclen;
