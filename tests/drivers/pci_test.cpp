@@ -2,6 +2,8 @@
 #include "drivers/pci.hpp"
 
 #include <catch2/catch.hpp>
+#include <random>
+#include <tuple>
 
 using namespace hostprep;
 
@@ -35,6 +37,38 @@ TEST_CASE("parseBdf accepts full and short addresses and nothing else", "[parser
       CHECK_FALSE(b);
     }
   }
+}
+
+TEST_CASE("BDFs order by domain then bus then device then function", "[parsers]") {
+  // The integer key must order as the four fields do, one after the other, at every width:
+  // values at each field's edges (a domain over 16 bits, bus 0xff) and random ones.
+  std::mt19937 rng(17);
+  auto field = [&](uint32_t max) {
+    std::uniform_int_distribution<uint32_t> edge(0, 3), any(0, max);
+    switch (edge(rng)) {
+      case 0:
+        return uint32_t{0};
+      case 1:
+        return max;
+      default:
+        return any(rng);
+    }
+  };
+  auto random = [&] {
+    return Bdf{field(0xfffff), static_cast<uint8_t>(field(0xff)), static_cast<uint8_t>(field(31)),
+               static_cast<uint8_t>(field(7))};
+  };
+  for (int i = 0; i < 5000; ++i) {
+    const Bdf a = random(), b = random();
+    const auto ta = std::tie(a.domain, a.bus, a.device, a.function);
+    const auto tb = std::tie(b.domain, b.bus, b.device, b.function);
+    INFO(a.str() << " " << b.str());
+    CHECK((a < b) == (ta < tb));
+    CHECK((a == b) == (ta == tb));
+    CHECK((a > b) == (ta > tb));
+  }
+  CHECK(Bdf{1, 0, 0, 0} > Bdf{0, 0xff, 31, 7});
+  CHECK(Bdf{0x10000, 0, 0, 0} > Bdf{0xffff, 0xff, 31, 7});
 }
 
 TEST_CASE("parsePciId reads vendor:device in hex", "[parsers]") {
