@@ -428,6 +428,8 @@ class DriverIndex {
  private:
   void build() {
     built_ = true;
+    // The drivers in order (a BDF two drivers list, which a consistent kernel never shows, goes
+    // to the first by name, as before); each driver's devices in any order (keyed by BDF).
     auto drivers = host_.list("sys/bus/pci/drivers");
     if (!drivers) return;
     for (const auto& d : *drivers) {
