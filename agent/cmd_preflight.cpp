@@ -102,6 +102,7 @@ std::optional<Mode> configuredPreflightMode(const Context& ctx) {
 }
 
 int cmdPreflight(Context& ctx, const std::vector<std::string>& args) {
+  ctx.errorDocument = nlohmann::json::object();  // --output json: errors as {"ok": false, ...}
   PhaseClock clock;
   PreflightOptions opt;
   if (auto rc = exitEarly(ctx, parsePreflightOptions(args), opt)) return *rc;

@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <ctime>
+#include <nlohmann/json.hpp>
 
 #include "agent/commands.hpp"
 #include "agent/config.hpp"
@@ -32,6 +33,7 @@ void printText(Context& ctx, const StatusDocument& d) {
 }  // namespace
 
 int cmdStatus(Context& ctx, const std::vector<std::string>& args) {
+  ctx.errorDocument = nlohmann::json::object();  // --output json: errors as {"ok": false, ...}
   StatusOptions opt;
   if (auto rc = exitEarly(ctx, parseStatusOptions(args), opt)) return *rc;
   RootHost host(ctx.global.root);

@@ -50,6 +50,7 @@ struct Command {
   const char* help;
   CommandFn fn;
   const char* program = nullptr;
+  bool readsHost = true;  // it reads or writes under --root (check-node reads only its inputs)
 };
 
 }  // namespace hostprep

@@ -14,6 +14,7 @@
 
 #include "agent/commands.hpp"
 #include "agent/options.hpp"
+#include "drivers/host.hpp"
 
 #ifndef HOSTPREP_LIBEXEC_FROM_SBIN
 #define HOSTPREP_LIBEXEC_FROM_SBIN "../libexec/hostprep"
@@ -48,6 +49,12 @@ void printUsage(std::ostream& os, std::span<const Command> commands) {
         "input,\n"
         "3 refused (device in use, unsafe IOMMU group).\n"
         "Run 'hostprep <command> --help' for a command's options.\n";
+}
+
+// Whether the command's words ask for its help, which needs no host.
+bool asksForHelp(const std::vector<std::string>& rest) {
+  return std::any_of(rest.begin(), rest.end(),
+                     [](const std::string& w) { return w == "--help" || w == "-h"; });
 }
 
 // Logs go to stderr in a journald-friendly form: "<level> message", no timestamps (journald
@@ -110,10 +117,17 @@ int run(int argc, const char* const* argv, std::span<const Command> commands) {
     return static_cast<int>(Exit::kUsage);
   }
 
-  // 3. Run it.
+  // 3. Run it, in its own program or here; a command that reads the host only under a --root
+  //    that is a directory (else every read would fail, and the agent retry for ever).
   setupLogging(parsed->global);
   Context ctx{parsed->global, std::cout, std::cerr, cmd->name, std::nullopt};
   if (!cmd->fn) return runProgram(ctx, *cmd, argv);
+  if (cmd->readsHost && !asksForHelp(rest)) {
+    if (auto st = checkRootDir(ctx.global.root); !st) {
+      ctx.errorDocument = nlohmann::json::object();
+      return fail(ctx, st.error());
+    }
+  }
   return cmd->fn(ctx, std::vector<std::string>(rest.begin() + 1, rest.end()));
 }
 

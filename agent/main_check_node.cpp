@@ -7,7 +7,7 @@
 namespace {
 
 constexpr hostprep::Command kCommands[] = {
-    {"check-node", hostprep::kCheckNodeSummary, hostprep::cmdCheckNode},
+    {"check-node", hostprep::kCheckNodeSummary, hostprep::cmdCheckNode, nullptr, false},
 };
 
 }  // namespace

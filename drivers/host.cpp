@@ -295,6 +295,21 @@ std::filesystem::path Host::resolve(std::string_view hostPath) const {
   return root() / std::filesystem::path(hostPath);
 }
 
+Status checkRootDir(const std::filesystem::path& root) {
+  const std::string advice =
+      "pass the root of a host (/), of a mounted image, or the host's / as a pod mounts it "
+      "(e.g. /host)";
+  struct stat st {};
+  if (::stat(root.c_str(), &st) != 0) {
+    const int e = errno;
+    return Error{"--root: cannot use '" + root.string() + "'", e, advice, Exit::kUsage};
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return usageError("--root: '" + root.string() + "' is not a directory", advice);
+  }
+  return {};
+}
+
 RootHost::RootHost(std::filesystem::path root) : root_(std::move(root)) {}
 
 namespace {

@@ -113,6 +113,10 @@ class Host {
   virtual Result<FileLock> tryLock(std::string_view path) = 0;
 };
 
+// Whether `root` can be a RootHost's root: a directory that exists. Anything else is bad input
+// (exit 2, naming --root): a typo or a missing mount, not a host that failed.
+Status checkRootDir(const std::filesystem::path& root);
+
 // The real operating system under a root directory.
 class RootHost final : public Host {
  public:

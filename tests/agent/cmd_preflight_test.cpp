@@ -138,6 +138,12 @@ TEST_CASE("preflight: usage errors exit 2 naming the input", "[cli][preflight]")
   CHECK(r.exitCode == 0);
   CHECK_THAT(r.out,
              Catch::Contains("Exit codes: 0 no check failed, 1 a check failed, 2 usage error."));
+  // With --output json the error is a document on stdout too: a pipeline parses what it gets.
+  r = runHostprep({"preflight", "--mode", "vm", "--output", "json"});
+  CHECK(r.exitCode == 2);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["ok"] == false);
+  CHECK(j["error"]["message"] == "--mode: 'vm' is not a mode");
 }
 
 TEST_CASE("preflight --image gates an image pipeline on the exit code", "[cli][preflight]") {

@@ -57,6 +57,13 @@ TEST_CASE("status --pci-ids names devices from another file", "[cli][status]") {
   CHECK(r.err ==
         "hostprep status: --pci-ids: cannot read /nonexistent/pci.ids: No such file or directory "
         "(name a readable pci.ids file)\n");
+  r = runHostprep({"--root", fx.root().string(), "--output", "json", "status", "--pci-ids",
+                   "/nonexistent/pci.ids"});
+  CHECK(r.exitCode == 2);
+  auto e = nlohmann::json::parse(r.out);  // --output json: the error as a document
+  CHECK(e["ok"] == false);
+  CHECK(e["error"]["message"] ==
+        "--pci-ids: cannot read /nonexistent/pci.ids: No such file or directory");
   r = runHostprep({"--root", fx.root().string(), "status", "--write", "../x"});
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.err, Catch::Contains("--write: '../x' is not an absolute file path"));

@@ -33,6 +33,49 @@ TEST_CASE("unknown commands get a suggestion and exit 2", "[cli]") {
   CHECK_THAT(r.err, Catch::Contains("unknown command 'prepar'; did you mean 'prepare'?"));
 }
 
+// A typo in --root, or a pod without its host mount: exit 2 naming --root before the command
+// reads or writes anything under it. The agent would otherwise retry for ever (and make its
+// state directory under the typo), and prepare would make its lock there.
+TEST_CASE("a --root that is not a directory exits 2 and creates nothing", "[cli]") {
+  const fs::path dir = scratchDir();
+  const fs::path missing = dir / "missing";
+  const fs::path file = dir / "file";
+  std::ofstream(file) << "not a root\n";
+  const std::string advice =
+      " (pass the root of a host (/), of a mounted image, or the host's / as a pod mounts it "
+      "(e.g. /host))\n";
+
+  auto r = runHostprep({"--root", missing.string(), "status"});
+  CHECK(r.exitCode == 2);
+  CHECK(r.err == "hostprep status: --root: cannot use '" + missing.string() +
+                     "': No such file or directory" + advice);
+  r = runHostprep({"preflight", "--root", file.string()});
+  CHECK(r.exitCode == 2);
+  CHECK(r.err == "hostprep preflight: --root: '" + file.string() + "' is not a directory" + advice);
+  r = runHostprep({"--root", missing.string(), "prepare", "--mode", "vm-passthrough"});
+  CHECK(r.exitCode == 2);
+  r = runExecutable("/usr/bin/timeout",
+                    {"20", HOSTPREP_BINARY, "--root", missing.string(), "agent"});
+  CHECK(r.exitCode == 2);  // 124: still running after 20 s
+  CHECK_THAT(r.err, Catch::StartsWith("hostprep agent: --root: cannot use"));
+  CHECK_FALSE(fs::exists(missing));
+
+  r = runHostprep({"--output", "json", "--root", missing.string(), "status"});
+  CHECK(r.exitCode == 2);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["ok"] == false);
+  CHECK(j["error"]["message"] == "--root: cannot use '" + missing.string() + "'");
+  CHECK(j["error"]["errno"] == ENOENT);
+
+  // Help needs no host, and check-node reads none.
+  r = runHostprep({"--root", missing.string(), "status", "--help"});
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.out, Catch::StartsWith("usage: hostprep status"));
+  r = runHostprep({"--root", missing.string(), "check-node", "--operands"});
+  CHECK(r.exitCode == 0);
+  fs::remove_all(dir);
+}
+
 // check-node is an executable of its own (hostprep-check-node) that `hostprep check-node` runs
 // with the user's whole command line: global options, standard input and exit code included.
 TEST_CASE("hostprep check-node runs hostprep-check-node with the whole command line", "[cli]") {
