@@ -147,8 +147,10 @@ Result<po::variables_map> parseWith(F&& parse, std::string_view command) {
     po::store(parse(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    return usageError(std::string(command) + ": " + e.what(),
-                      "see 'hostprep " + std::string(command) + " --help'");
+    // The caller names the command ("hostprep prepare: ..."); the advice names its help.
+    return usageError(e.what(), command == "hostprep"
+                                    ? std::string("see 'hostprep --help'")
+                                    : "see 'hostprep " + std::string(command) + " --help'");
   }
   return vm;
 }
@@ -232,8 +234,11 @@ Status readSelection(const po::variables_map& vm, SelectionOptions& selection) {
 Result<std::chrono::milliseconds> readSeconds(const po::variables_map& vm, const char* name) {
   double s = vm[name].as<double>();
   if (!(s > 0) || s > 86400) {
-    return usageError(std::string("--") + name + ": " + std::to_string(s) +
-                      " is not a number of seconds between 0 and 86400");
+    std::ostringstream text;  // as short as the value allows: -1, 1e+12, nan
+    text << s;
+    return usageError(std::string("--") + name + ": " + text.str() +
+                          " is not a number of seconds above 0 and at most 86400 (a day)",
+                      "e.g. --" + std::string(name) + " 30");
   }
   return std::chrono::milliseconds(static_cast<long>(s * 1000));
 }

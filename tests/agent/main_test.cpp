@@ -33,6 +33,17 @@ TEST_CASE("unknown commands get a suggestion and exit 2", "[cli]") {
   CHECK_THAT(r.err, Catch::Contains("unknown command 'prepar'; did you mean 'prepare'?"));
 }
 
+// The option parser's own errors: one "hostprep <command>:" prefix, the help of that command.
+TEST_CASE("an unknown or repeated option names it once and points at the right help", "[cli]") {
+  auto r = runHostprep({"status", "--bogus"});
+  CHECK(r.exitCode == 2);
+  CHECK(r.err == "hostprep status: unrecognised option '--bogus' (see 'hostprep status --help')\n");
+  r = runHostprep({"--root", "/", "--root", "/", "status"});
+  CHECK(r.exitCode == 2);
+  CHECK(r.err ==
+        "hostprep: option '--root' cannot be specified more than once (see 'hostprep --help')\n");
+}
+
 // A typo in --root, or a pod without its host mount: exit 2 naming --root before the command
 // reads or writes anything under it. The agent would otherwise retry for ever (and make its
 // state directory under the typo), and prepare would make its lock there.

@@ -77,11 +77,13 @@ TEST_CASE("usage errors name the option and exit 2", "[options]") {
       {prepare({"--mode", "container", "--config", "/etc/x.yaml"}),
        "--config: prepare applies a config only without --mode"},
       {prepare({"--mode", "container", "--lock-timeout", "0"}),
-       "--lock-timeout: 0.000000 is not a number of seconds between 0 and 86400"},
+       "--lock-timeout: 0 is not a number of seconds above 0 and at most 86400 (a day)"},
+      {prepare({"--mode", "container", "--unbind-timeout", "86400.5"}),
+       "--unbind-timeout: 86400.5 is not a number of seconds above 0 and at most 86400 (a day)"},
       {prepare({"--mode", "container", "--vgpu-config-name", "a10"}),
        "--vgpu-config and --vgpu-config-name need --mode vm-vgpu"},
       {prepare({"--mode", "vm-vgpu", "--vgpu-config", ""}), "--vgpu-config: empty path"},
-      {prepare({"--mode", "container", "--no-such"}), "prepare: unrecognised option '--no-such'"},
+      {prepare({"--mode", "container", "--no-such"}), "unrecognised option '--no-such'"},
   };
   for (const auto& c : cases) {
     INFO(c.message);
