@@ -164,7 +164,7 @@ int cmdCheckNode(Context& ctx, const std::vector<std::string>& args) {
     in.vgpuConfigs = std::move(*configs);
   }
   if (in.nodes.empty()) {
-    return fail(ctx, usageError("check-node: the node input holds no document",
+    return fail(ctx, usageError("the node input holds no document",
                                 "pass 'kubectl get nodes -o json'"));
   }
 

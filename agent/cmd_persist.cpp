@@ -16,7 +16,7 @@ int cmdPersist(Context& ctx, const std::vector<std::string>& args) {
   auto config = loadConfig(host, opt.config.path, opt.config.given);
   if (!config) return fail(ctx, config.error());
   if (!opt.mode && !config->mode) {
-    return fail(ctx, usageError("persist: no --mode, and " + opt.config.path + " names no mode",
+    return fail(ctx, usageError("no --mode, and " + opt.config.path + " names no mode",
                                 "pass --mode M, or write mode: M in the config"));
   }
   SelectionOptions so = config->selection;

@@ -127,7 +127,7 @@ Status applyConfig(const Host& host, const PrepareOptions& p, ConvergeOptions& c
   auto cfg = loadConfig(host, p.config.path, p.config.given);
   if (!cfg) return cfg.error();
   if (!cfg->mode) {
-    return usageError("prepare: no --mode, and " + p.config.path + " names no mode",
+    return usageError("no --mode, and " + p.config.path + " names no mode",
                       "pass --mode M, or write mode: M in the config");
   }
   co.mode = *cfg->mode;

@@ -546,7 +546,7 @@ Result<CheckNodeOptions> readCheckNode(const po::variables_map& vm) {
   if (o.operands) return o;
   if (o.nodes.empty()) {
     return usageError(
-        "check-node: no node file given",
+        "no node file given",
         "pass 'kubectl get nodes -o json > nodes.json' as FILE, or '-' for standard input");
   }
   int stdinUses = 0;
@@ -556,13 +556,13 @@ Result<CheckNodeOptions> readCheckNode(const po::variables_map& vm) {
     stdinUses += *v == std::optional<std::string>("-");
   if (stdinUses > 1) {
     return usageError(
-        "check-node: '-' (standard input) is given " + std::to_string(stdinUses) + " times",
+        "'-' (standard input) is given " + std::to_string(stdinUses) + " times",
         "only one input can come from standard input; write the others to files");
   }
   for (const auto* v : {&o.nodes, &o.vms, &o.status, &o.resourceSlices}) {
     for (const auto& f : *v) {
       if (f.empty())
-        return usageError("check-node: an empty file name",
+        return usageError("an empty file name",
                           "name a file, or '-' for standard input");
     }
   }

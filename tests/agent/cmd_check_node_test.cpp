@@ -107,10 +107,11 @@ TEST_CASE("check-node: malformed or unreadable input exits 2 naming the file and
   CHECK_THAT(r.err, Catch::Contains("workloads.yaml (document 1): a Pod, not a Node"));
   r = runHostprep({"check-node"});
   CHECK(r.exitCode == 2);
-  CHECK_THAT(r.err, Catch::Contains("no node file given"));
+  CHECK_THAT(r.err, Catch::StartsWith("hostprep check-node: no node file given ("));
   r = runHostprep({"check-node", "-", "--vms", "-"});
   CHECK(r.exitCode == 2);
-  CHECK_THAT(r.err, Catch::Contains("'-' (standard input) is given 2 times"));
+  CHECK_THAT(r.err,
+             Catch::StartsWith("hostprep check-node: '-' (standard input) is given 2 times"));
   r = runHostprep({"--output", "json", "check-node", fx("broken/malformed.json")});
   CHECK(r.exitCode == 2);
   CHECK(nlohmann::json::parse(r.out)["ok"] == false);

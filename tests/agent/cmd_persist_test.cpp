@@ -24,7 +24,7 @@ TEST_CASE("persist --dry-run shows the files and writes nothing", "[cli][persist
   r = runHostprep({"--root", fx.root().string(), "persist"});
   CHECK(r.exitCode == 2);
   CHECK(r.err ==
-        "hostprep persist: persist: no --mode, and /etc/hostprep/config.yaml names no mode (pass "
+        "hostprep persist: no --mode, and /etc/hostprep/config.yaml names no mode (pass "
         "--mode M, or write mode: M in the config)\n");
 }
 

@@ -227,7 +227,7 @@ TEST_CASE("prepare without --mode: config errors exit 2 and touch nothing", "[cl
   auto none = runHostprep({"--root", fx.root().string(), "prepare"});
   CHECK(none.exitCode == 2);
   CHECK(none.err ==
-        "hostprep prepare: prepare: no --mode, and /etc/hostprep/config.yaml names no mode (pass "
+        "hostprep prepare: no --mode, and /etc/hostprep/config.yaml names no mode (pass "
         "--mode M, or write mode: M in the config)\n");
   fx.write("etc/hostprep/config.yaml",
            "mode: container\ndevices:\n  - match: {bdf: \"0000:86:00.0\", slot: 2}\n"

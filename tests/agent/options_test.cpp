@@ -132,5 +132,5 @@ TEST_CASE("check-node: files, standard input at most once", "[options]") {
   CHECK(options(parseCheckNodeOptions({"--operands"})).operands);
   auto twice = parseCheckNodeOptions({"-", "--kubevirt", "-"});
   REQUIRE_FALSE(twice);
-  CHECK(twice.error().message == "check-node: '-' (standard input) is given 2 times");
+  CHECK(twice.error().message == "'-' (standard input) is given 2 times");
 }
