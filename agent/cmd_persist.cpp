@@ -1,4 +1,6 @@
 // hostprep persist: boot-time persistence of the mode (modprobe.d, modules-load.d, initramfs).
+#include <nlohmann/json.hpp>
+
 #include "agent/commands.hpp"
 #include "agent/config.hpp"
 #include "agent/options.hpp"
@@ -9,7 +11,35 @@
 
 namespace hostprep {
 
+namespace {
+
+std::string_view action(const PersistFile& f) {
+  return !f.changes ? "unchanged" : f.content ? "write" : "remove";
+}
+
+// --output json: the plan (each file with what it would hold), then, on a run, whether it was
+// applied and whether the initramfs must be rebuilt.
+nlohmann::json persistJson(std::string_view modeText, const PersistPlan& plan, bool dryRun) {
+  using nlohmann::json;
+  json j{{"mode", std::string(modeText)},
+         {"dry_run", dryRun},
+         {"noop", plan.noop()},
+         {"files", json::array()},
+         {"notes", plan.notes},
+         {"warnings", plan.warnings},
+         {"initramfs_rebuild", plan.initramfsChanges}};
+  for (const auto& f : plan.files) {
+    j["files"].push_back({{"path", "/" + f.path},
+                          {"action", std::string(action(f))},
+                          {"content", f.content ? json(*f.content) : json(nullptr)}});
+  }
+  return j;
+}
+
+}  // namespace
+
 int cmdPersist(Context& ctx, const std::vector<std::string>& args) {
+  ctx.errorDocument = nlohmann::json::object();  // --output json: errors as {"ok": false, ...}
   PersistOptions opt;
   if (auto rc = exitEarly(ctx, parsePersistOptions(args), opt)) return *rc;
   RootHost host(ctx.global.root);
@@ -57,15 +87,25 @@ int cmdPersist(Context& ctx, const std::vector<std::string>& args) {
         auto t = host.read(p, 1u << 20);
         return t ? std::optional<std::string>(*t) : std::nullopt;
       });
-  for (const auto& w : plan.warnings) ctx.err << "warning: " << w << "\n";
-  for (const auto& n : plan.notes) ctx.out << "note: " << n << "\n";
   if (!plan.notes.empty() && readBootConfig(host).enabledUnits.empty()) {
     // Ids were left out: only the unit binds those GPUs at boot.
-    ctx.err << "warning: " << kPrepareUnit
-            << " is not enabled: after a reboot nothing hands the vm-passthrough GPUs whose ids "
-               "were left out to vfio-pci (systemctl enable "
-            << kPrepareUnit << ")\n";
+    const std::string unit(kPrepareUnit);
+    plan.warnings.push_back(unit +
+                            " is not enabled: after a reboot nothing hands the vm-passthrough GPUs "
+                            "whose ids were left out to vfio-pci (systemctl enable " +
+                            unit + ")");
   }
+  for (const auto& w : plan.warnings) ctx.err << "warning: " << w << "\n";
+  if (ctx.json()) {
+    auto doc = persistJson(modeText, plan, opt.dryRun);
+    if (!opt.dryRun) {
+      if (auto s = applyPersistPlan(host, plan); !s) return fail(ctx, s.error(), doc);
+    }
+    doc["ok"] = true;
+    ctx.out << doc.dump(2) << "\n";
+    return 0;
+  }
+  for (const auto& n : plan.notes) ctx.out << "note: " << n << "\n";
   for (const auto& f : plan.files) {
     ctx.out << "/" << f.path << ": "
             << (!f.changes  ? "unchanged"

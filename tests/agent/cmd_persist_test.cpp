@@ -1,5 +1,8 @@
 // hostprep persist as users run it: dry runs and runs on fixture roots.
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "tests/support/fixture.hpp"
 #include "tests/support/run.hpp"
@@ -26,6 +29,59 @@ TEST_CASE("persist --dry-run shows the files and writes nothing", "[cli][persist
   CHECK(r.err ==
         "hostprep persist: no --mode, and /etc/hostprep/config.yaml names no mode (pass "
         "--mode M, or write mode: M in the config)\n");
+}
+
+TEST_CASE("persist --output json: the plan as a document, then the same files written",
+          "[cli][persist]") {
+  Fixture fx("two-a10");
+  auto r = runHostprep({"--root", fx.root().string(), "--output", "json", "persist", "--mode",
+                        "vm-passthrough", "--dry-run"});
+  REQUIRE(r.exitCode == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["ok"] == true);
+  CHECK(j["mode"] == "vm-passthrough");
+  CHECK(j["dry_run"] == true);
+  CHECK(j["noop"] == false);
+  CHECK(j["initramfs_rebuild"] == true);
+  nlohmann::json modprobe;
+  for (const auto& f : j["files"]) {
+    CHECK(f["action"] == "write");
+    if (f["path"] == "/etc/modprobe.d/hostprep-vfio.conf") modprobe = f;
+  }
+  REQUIRE(modprobe.is_object());
+  const std::string content = modprobe["content"];
+  CHECK_THAT(content, Catch::Contains("options vfio-pci ids=10de:1aef,10de:2236\n"));
+  CHECK_FALSE(std::filesystem::exists(fx.path("etc/modprobe.d")));
+
+  // The run writes what the dry run showed, and says so in the same shape.
+  r = runHostprep(
+      {"--root", fx.root().string(), "--output", "json", "persist", "--mode", "vm-passthrough"});
+  REQUIRE(r.exitCode == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["ok"] == true);
+  CHECK(j["dry_run"] == false);
+  std::ifstream written(fx.path("etc/modprobe.d/hostprep-vfio.conf"));
+  CHECK(std::string(std::istreambuf_iterator<char>(written), {}) == content);
+  r = runHostprep({"--root", fx.root().string(), "--output", "json", "persist", "--mode",
+                   "container", "--dry-run"});
+  REQUIRE(r.exitCode == 0);
+  j = nlohmann::json::parse(r.out);
+  for (const auto& f : j["files"]) {
+    INFO(f.dump());
+    if (f["path"] == "/etc/initramfs-tools/modules") {  // hostprep's block taken out of it
+      CHECK(f["action"] == "write");
+    } else {
+      CHECK(f["action"] == "remove");
+      CHECK(f["content"].is_null());
+    }
+  }
+
+  // An error is a document too.
+  r = runHostprep({"--root", fx.root().string(), "--output", "json", "persist"});
+  CHECK(r.exitCode == 2);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["ok"] == false);
+  CHECK(j["error"]["message"] == "no --mode, and /etc/hostprep/config.yaml names no mode");
 }
 
 TEST_CASE("persist on a split leaves out the ids GPUs of two modes share",
