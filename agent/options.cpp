@@ -157,6 +157,18 @@ Result<po::variables_map> parseWith(F&& parse, std::string_view command) {
 
 // The skeleton of every command's parser: the words against the command's options; --help; then
 // `read` makes the typed options from them.
+// A word the command does not take is an error, never ignored: `prepare --mode M 0000:3b:00.0`
+// would otherwise move every GPU, not the one named.
+Error strayWord(const std::string& command, const std::string& word) {
+  std::string advice = "see 'hostprep " + command + " --help'";
+  if (parseBdf(word)) {
+    advice = "to select that GPU, pass --devices " + word;
+  } else if (parseMode(word)) {
+    advice = "to choose that mode, pass --mode " + word;
+  }
+  return usageError("unexpected argument '" + word + "'", advice);
+}
+
 template <class T, class Read>
 Result<CommandLine<T>> parseCommand(const std::vector<std::string>& args, const CommandSpec& c,
                                     Read read) {
@@ -167,16 +179,20 @@ Result<CommandLine<T>> parseCommand(const std::vector<std::string>& args, const 
     all.add_options()(c.positional, po::value<std::vector<std::string>>()->composing(), "");
     pos.add(c.positional, -1);
   }
+  std::vector<std::string> stray;  // words that are no option, where the command takes none
   auto vm = parseWith(
       [&] {
         po::command_line_parser p(args);
         p.options(all);
         if (c.positional) p.positional(pos);
-        return p.run();
+        auto parsed = p.run();
+        if (!c.positional) stray = po::collect_unrecognized(parsed.options, po::include_positional);
+        return parsed;
       },
       c.name);
   if (!vm) return vm.error();
   if (vm->count("help")) return CommandLine<T>(HelpText{helpText(c)});
+  if (!stray.empty()) return strayWord(c.name, stray.front());
   Result<T> o = read(*vm);
   if (!o) return o.error();
   return CommandLine<T>(std::move(*o));
@@ -555,15 +571,13 @@ Result<CheckNodeOptions> readCheckNode(const po::variables_map& vm) {
   for (const auto* v : {&o.clusterPolicy, &o.kubevirt, &o.vgpuConfig})
     stdinUses += *v == std::optional<std::string>("-");
   if (stdinUses > 1) {
-    return usageError(
-        "'-' (standard input) is given " + std::to_string(stdinUses) + " times",
-        "only one input can come from standard input; write the others to files");
+    return usageError("'-' (standard input) is given " + std::to_string(stdinUses) + " times",
+                      "only one input can come from standard input; write the others to files");
   }
   for (const auto* v : {&o.nodes, &o.vms, &o.status, &o.resourceSlices}) {
     for (const auto& f : *v) {
       if (f.empty())
-        return usageError("an empty file name",
-                          "name a file, or '-' for standard input");
+        return usageError("an empty file name", "name a file, or '-' for standard input");
     }
   }
   return o;

@@ -221,6 +221,20 @@ TEST_CASE("prepare without --mode applies the config's mode and devices rules", 
   CHECK(fx.deviceState() == before);
 }
 
+TEST_CASE("prepare with a stray BDF exits 2 and moves nothing", "[cli]") {
+  // Taken as a selection by a user, ignored by the parser, it would have moved every GPU.
+  Fixture fx("two-a10");
+  const auto before = fx.deviceState();
+  auto r = runHostprep(
+      {"--root", fx.root().string(), "prepare", "--mode", "vm-passthrough", "0000:3b:00.0"});
+  CHECK(r.exitCode == 2);
+  CHECK(r.err ==
+        "hostprep prepare: unexpected argument '0000:3b:00.0' (to select that GPU, pass --devices "
+        "0000:3b:00.0)\n");
+  CHECK(fx.deviceState() == before);
+  CHECK_FALSE(std::filesystem::exists(fx.path("run/hostprep")));
+}
+
 TEST_CASE("prepare without --mode: config errors exit 2 and touch nothing", "[cli][mixed]") {
   Fixture fx("two-a10");
   const auto before = fx.deviceState();

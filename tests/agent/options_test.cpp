@@ -84,6 +84,8 @@ TEST_CASE("usage errors name the option and exit 2", "[options]") {
        "--vgpu-config and --vgpu-config-name need --mode vm-vgpu"},
       {prepare({"--mode", "vm-vgpu", "--vgpu-config", ""}), "--vgpu-config: empty path"},
       {prepare({"--mode", "container", "--no-such"}), "unrecognised option '--no-such'"},
+      {prepare({"--mode", "container", "0000:3b:00.0"}), "unexpected argument '0000:3b:00.0'"},
+      {prepare({"vm-passthrough"}), "unexpected argument 'vm-passthrough'"},
   };
   for (const auto& c : cases) {
     INFO(c.message);
@@ -91,6 +93,17 @@ TEST_CASE("usage errors name the option and exit 2", "[options]") {
     CHECK(c.r.error().message == c.message);
     CHECK(c.r.error().exit == Exit::kUsage);
   }
+  // A stray word says what it may have meant; none is ever ignored.
+  auto bdf = parsePrepareOptions({"--mode", "vm-passthrough", "0000:3b:00.0"});
+  REQUIRE_FALSE(bdf);
+  CHECK(bdf.error().advice == "to select that GPU, pass --devices 0000:3b:00.0");
+  auto mode = parsePreflightOptions({"container"});
+  REQUIRE_FALSE(mode);
+  CHECK(mode.error().advice == "to choose that mode, pass --mode container");
+  auto word = parseStatusOptions({"--write", "/run/x.json", "now"});
+  REQUIRE_FALSE(word);
+  CHECK(word.error().message == "unexpected argument 'now'");
+  CHECK(word.error().advice == "see 'hostprep status --help'");
   // persist without --mode: the config's mode and rules (cmdPersist fails when it names none).
   CHECK_FALSE(options(parsePersistOptions({"--dry-run"})).mode);
   auto f = parsePreflightOptions({"--image", "--devices", "nope"});
