@@ -1,5 +1,6 @@
 #include "checks/documents.hpp"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -20,6 +21,17 @@ using nlohmann::json;
 constexpr size_t kYamlValuesPerByte = 16;
 constexpr size_t kYamlValuesFloor = 65'536;
 constexpr size_t kMaxYamlNodes = 50'000'000;
+
+// Nesting deeper than any Kubernetes object is bad input: nlohmann-json copies, compares and
+// prints a value recursively, so a few hundred bytes of "[[[[..." read whole would overflow the
+// stack later (100,000 levels crashed check-node).
+constexpr int kMaxNesting = 512;
+
+Error tooDeep(std::string_view name) {
+  return usageError(
+      std::string(name) + ": values nested deeper than " + std::to_string(kMaxNesting) + " levels",
+      "pass the output of 'kubectl get ... -o json' or '-o yaml' unchanged");
+}
 
 size_t yamlBudget(size_t bytes) {
   return std::min(kMaxYamlNodes, kYamlValuesFloor + kYamlValuesPerByte * bytes);
@@ -98,7 +110,8 @@ json plainScalar(const std::string& s) {
   return s;
 }
 
-Result<json> toJson(const YAML::Node& n, size_t& budget, std::string_view name) {
+Result<json> toJson(const YAML::Node& n, size_t& budget, std::string_view name, int depth = 0) {
+  if ((n.IsSequence() || n.IsMap()) && depth >= kMaxNesting) return tooDeep(name);
   if (budget == 0) {
     return usageError(std::string(name) + ": its YAML aliases expand it to more values than " +
                           std::to_string(kYamlValuesPerByte) + " per byte of the file",
@@ -116,7 +129,7 @@ Result<json> toJson(const YAML::Node& n, size_t& budget, std::string_view name) 
     case YAML::NodeType::Sequence: {
       json a = json::array();
       for (const auto& item : n) {
-        auto v = toJson(item, budget, name);
+        auto v = toJson(item, budget, name, depth + 1);
         if (!v) return v;
         a.push_back(std::move(*v));
       }
@@ -132,7 +145,7 @@ Result<json> toJson(const YAML::Node& n, size_t& budget, std::string_view name) 
                                 std::to_string(m.column + 1) + ": a mapping key is not a scalar",
                             "use plain string keys");
         }
-        auto v = toJson(kv.second, budget, name);
+        auto v = toJson(kv.second, budget, name, depth + 1);
         if (!v) return v;
         o[kv.first.Scalar()] = std::move(*v);
       }
@@ -142,7 +155,33 @@ Result<json> toJson(const YAML::Node& n, size_t& budget, std::string_view name) 
   return json(nullptr);
 }
 
+// The deepest nesting of arrays and objects in a JSON text (the top one is level 1; brackets in
+// strings do not count). One pass over the bytes: nlohmann-json's callback parser, which could
+// stop at a depth, read check-node's 5,000 nodes 30-60% slower than its plain parser.
+size_t jsonNesting(std::string_view t) {
+  size_t depth = 0, deepest = 0;
+  bool inString = false;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const char c = t[i];
+    if (inString) {
+      if (c == '\\') {
+        ++i;  // the escaped byte, a quote included
+      } else if (c == '"') {
+        inString = false;
+      }
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 Result<std::vector<Document>> parseJson(std::string_view text, std::string_view name) {
+  if (jsonNesting(text) > static_cast<size_t>(kMaxNesting)) return tooDeep(name);
   try {
     std::vector<Document> out;
     out.push_back({std::string(name), json::parse(text)});
@@ -224,10 +263,13 @@ Result<std::vector<Document>> parseYaml(std::string_view text, std::string_view 
                           "pass the output of 'kubectl get ... -o yaml' or '-o json' unchanged");
       }
     } catch (const YAML::Exception& e) {
+      // yaml-cpp's depth guard says "bad file" (~500 nested levels: 2000 of its own recursion).
+      const bool deep = dynamic_cast<const YAML::DeepRecursion*>(&e) != nullptr;
       return usageError(
           std::string(name) + ": malformed YAML at line " +
               std::to_string(chunk.firstLine + static_cast<size_t>(std::max(e.mark.line, 0)) + 1) +
-              ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg,
+              ", column " + std::to_string(e.mark.column + 1) + ": " +
+              (deep ? std::string("nested too deep") : e.msg),
           "pass the output of 'kubectl get ... -o yaml' or '-o json' unchanged");
     }
   }

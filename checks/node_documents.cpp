@@ -212,6 +212,8 @@ class Reader {
     if (v.type().get(t)) return false;
     switch (t) {
       case od::json_type::object: {
+        Nesting in(nesting_);
+        if (!in) return false;
         od::object o;
         if (v.get_object().get(o)) return false;
         if (out) *out = json::object();
@@ -231,6 +233,8 @@ class Reader {
         return true;
       }
       case od::json_type::array: {
+        Nesting in(nesting_);
+        if (!in) return false;
         od::array a;
         if (v.get_array().get(a)) return false;
         if (out) *out = json::array();
@@ -425,9 +429,29 @@ class Reader {
     return true;
   }
 
+  // Values nested deeper than kMaxNesting go to nlohmann-json (`false`), which reads them or
+  // reports them as too deep (past 512 levels from the top: checks/documents.cpp). simdjson's
+  // On-Demand keeps a position per level, up to its parser's max_depth (1024 by default), and in
+  // 3.0.1 checks that bound only with development checks on: 100,000 nested arrays wrote past it
+  // and crashed check-node. And value() recurses once per level.
+  static constexpr size_t kMaxNesting = 256;
+  class Nesting {
+   public:
+    explicit Nesting(size_t& depth) : depth_(depth), ok_(++depth_ <= kMaxNesting) {}
+    ~Nesting() { --depth_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+    explicit operator bool() const { return ok_; }
+
+   private:
+    size_t& depth_;
+    bool ok_;
+  };
+
   const char* end_;
   bool escapes_;  // the text holds a backslash
   std::string key_;
+  size_t nesting_ = 0;
 };
 
 // Pass 1 over a text starting with '{': validated, its items' shapes checked. The result: the

@@ -118,6 +118,46 @@ TEST_CASE("parseNodeDocuments: malformed and hostile JSON fails exactly as parse
   }
 }
 
+TEST_CASE("parseNodeDocuments: deep nesting reads as nlohmann reads it and too deep is an error",
+          "[documents][check-node]") {
+  // 100,000 nested arrays crashed check-node (simdjson's On-Demand past its max_depth, then
+  // nlohmann-json's recursive copy). Deep values go to nlohmann-json; past 512 levels from the
+  // top, both readers say the same error. Here the top object, "items", the item and "spec" come
+  // before the arrays.
+  const std::string tooDeep =
+      "nodes.json: values nested deeper than 512 levels (pass the output of 'kubectl get ... -o "
+      "json' or '-o yaml' unchanged)";
+  for (size_t arrays :
+       {size_t{250}, size_t{300}, size_t{508}, size_t{509}, size_t{2000}, size_t{100'000}}) {
+    INFO(arrays << " nested arrays");
+    const std::string deep = std::string(arrays, '[') + std::string(arrays, ']');
+    const std::string node =
+        R"({"kind": "Node", "metadata": {"name": "n1"}, "spec": {"x": )" + deep + "}}";
+    const std::string list = R"({"kind": "List", "items": [)" + node + "]}";
+    if (arrays + 4 <= 512) {
+      CHECK_THAT(bothAgree(list), Catch::Contains("\"n1\""));
+    } else {
+      CHECK(bothAgree(list) == tooDeep);
+    }
+  }
+  // YAML: yaml-cpp stops at ~500 levels of brackets ("bad file", said as what it is) ...
+  std::string yaml = "kind: Node\nmetadata: {name: n1}\nx: ";
+  for (int i = 0; i < 600; ++i) yaml += "[";
+  for (int i = 0; i < 600; ++i) yaml += "]";
+  auto y = parseDocuments(yaml + "\n", "nodes.yaml");
+  REQUIRE_FALSE(y);
+  CHECK_THAT(y.error().message, Catch::EndsWith(": nested too deep"));
+  // ... and a chain of aliases, one level each, nests deeper than the parser ever recursed: the
+  // conversion counts the levels.
+  std::string chain = "kind: Node\nmetadata: {name: n1}\na0: &a0 [x]\n";
+  for (int i = 1; i < 600; ++i)
+    chain += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [*a" + std::to_string(i - 1) +
+             "]\n";
+  auto c = parseDocuments(chain, "nodes.yaml");
+  REQUIRE_FALSE(c);
+  CHECK(c.error().message == "nodes.yaml: values nested deeper than 512 levels");
+}
+
 TEST_CASE("parseNodeDocuments: unusual but valid JSON reads as nlohmann reads it",
           "[documents][check-node]") {
   const std::string node =
