@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "drivers/snapshot.hpp"
+#include "drivers/text.hpp"
 #include "drivers/validate.hpp"
 
 namespace hostprep {
@@ -272,35 +273,12 @@ Result<Journal> parseJournalJson(const json& j) {
   return jr;
 }
 
-// How deeply arrays and objects nest (outside strings). A journal nests three deep; a hostile
-// one must not make the parser or the destructor recurse a million times.
-size_t maxNesting(std::string_view text) {
-  size_t depth = 0, most = 0;
-  bool inString = false, escaped = false;
-  for (char c : text) {
-    if (inString) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        inString = false;
-      }
-    } else if (c == '"') {
-      inString = true;
-    } else if (c == '[' || c == '{') {
-      most = std::max(most, ++depth);
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return most;
-}
-
 }  // namespace
 
 Result<Journal> parseJournal(std::string_view text) {
-  if (maxNesting(text) > 16) return bad("nested too deeply");
+  // A journal nests three deep; a hostile one must not make the parser or the destructor recurse
+  // a million times.
+  if (jsonNesting(text) > 16) return bad("nested too deeply");
   // No exceptions: a journal is input, and a hostile or torn one is an error, not a crash.
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return bad("not valid JSON");

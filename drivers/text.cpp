@@ -1,5 +1,6 @@
 #include "drivers/text.hpp"
 
+#include <algorithm>
 #include <cctype>
 
 namespace hostprep {
@@ -85,6 +86,29 @@ std::string hexDigits(uint64_t v, int width) {
   } while (v != 0);
   if (static_cast<int>(s.size()) < width) s.insert(0, static_cast<size_t>(width) - s.size(), '0');
   return s;
+}
+
+size_t jsonNesting(std::string_view text) {
+  size_t depth = 0, most = 0;
+  bool inString = false, escaped = false;
+  for (char c : text) {
+    if (inString) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        inString = false;
+      }
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      most = std::max(most, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return most;
 }
 
 }  // namespace hostprep

@@ -59,4 +59,9 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep);
 // `v` in lower-case hex, zero-padded to `width` digits: hexDigits(0x2236, 4) == "2236".
 std::string hexDigits(uint64_t v, int width);
 
+// How deeply arrays and objects nest in a JSON text (the top one is level 1; brackets inside
+// strings do not count), in one pass over the bytes, before a parser builds a tree that
+// nlohmann-json would copy, compare and print recursively.
+size_t jsonNesting(std::string_view text);
+
 }  // namespace hostprep

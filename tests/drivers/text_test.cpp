@@ -41,3 +41,14 @@ TEST_CASE("numbers parse whole, trimmed, in range, or not at all", "[text]") {
   CHECK_FALSE(parseSigned("7a"));
   CHECK_FALSE(parseSigned("\n"));
 }
+
+TEST_CASE("jsonNesting counts arrays and objects but not brackets in strings", "[text]") {
+  CHECK(jsonNesting("") == 0);
+  CHECK(jsonNesting("7") == 0);
+  CHECK(jsonNesting("{}") == 1);
+  CHECK(jsonNesting(R"({"a": [1, {"b": []}], "c": {}})") == 4);
+  CHECK(jsonNesting(R"({"a": "[[[{{{", "b": "\"[[[", "c": "\\"})") == 1);
+  CHECK(jsonNesting(R"(["\\\"[["])") == 1);  // an escaped backslash, then an escaped quote
+  CHECK(jsonNesting(std::string(100'000, '[')) == 100'000);
+  CHECK(jsonNesting("]]]{") == 1);  // more closing than opening: never below 0
+}
