@@ -164,8 +164,8 @@ int cmdCheckNode(Context& ctx, const std::vector<std::string>& args) {
     in.vgpuConfigs = std::move(*configs);
   }
   if (in.nodes.empty()) {
-    return fail(ctx, usageError("the node input holds no document",
-                                "pass 'kubectl get nodes -o json'"));
+    return fail(ctx,
+                usageError("the node input holds no document", "pass 'kubectl get nodes -o json'"));
   }
 
   // 2. Check.
