@@ -155,8 +155,6 @@ Result<po::variables_map> parseWith(F&& parse, std::string_view command) {
   return vm;
 }
 
-// The skeleton of every command's parser: the words against the command's options; --help; then
-// `read` makes the typed options from them.
 // A word the command does not take is an error, never ignored: `prepare --mode M 0000:3b:00.0`
 // would otherwise move every GPU, not the one named.
 Error strayWord(const std::string& command, const std::string& word) {
@@ -169,6 +167,8 @@ Error strayWord(const std::string& command, const std::string& word) {
   return usageError("unexpected argument '" + word + "'", advice);
 }
 
+// The skeleton of every command's parser: the words against the command's options; --help; then
+// `read` makes the typed options from them.
 template <class T, class Read>
 Result<CommandLine<T>> parseCommand(const std::vector<std::string>& args, const CommandSpec& c,
                                     Read read) {
