@@ -22,15 +22,10 @@ constexpr size_t kYamlValuesPerByte = 16;
 constexpr size_t kYamlValuesFloor = 65'536;
 constexpr size_t kMaxYamlNodes = 50'000'000;
 
-// Nesting deeper than any Kubernetes object is bad input: nlohmann-json copies, compares and
-// prints a value recursively, so a file of "[[[[..." read whole would overflow the stack later
-// (100,000 levels, 200 KB, crashed check-node).
-constexpr int kMaxNesting = 512;
-
 Error tooDeep(std::string_view name) {
-  return usageError(
-      std::string(name) + ": values nested deeper than " + std::to_string(kMaxNesting) + " levels",
-      "pass the output of 'kubectl get ... -o json' or '-o yaml' unchanged");
+  return usageError(std::string(name) + ": values nested deeper than " +
+                        std::to_string(kMaxDocumentNesting) + " levels",
+                    "pass the output of 'kubectl get ... -o json' or '-o yaml' unchanged");
 }
 
 size_t yamlBudget(size_t bytes) {
@@ -110,8 +105,8 @@ json plainScalar(const std::string& s) {
   return s;
 }
 
-Result<json> toJson(const YAML::Node& n, size_t& budget, std::string_view name, int depth = 0) {
-  if ((n.IsSequence() || n.IsMap()) && depth >= kMaxNesting) return tooDeep(name);
+Result<json> toJson(const YAML::Node& n, size_t& budget, std::string_view name, size_t depth = 0) {
+  if ((n.IsSequence() || n.IsMap()) && depth >= kMaxDocumentNesting) return tooDeep(name);
   if (budget == 0) {
     return usageError(std::string(name) + ": its YAML aliases expand it to more values than " +
                           std::to_string(kYamlValuesPerByte) + " per byte of the file",
@@ -158,7 +153,7 @@ Result<json> toJson(const YAML::Node& n, size_t& budget, std::string_view name, 
 Result<std::vector<Document>> parseJson(std::string_view text, std::string_view name) {
   // One pass over the bytes: nlohmann-json's callback parser, which could stop at a depth, read
   // check-node's 5,000 nodes 30-60% slower than its plain parser.
-  if (jsonNesting(text) > static_cast<size_t>(kMaxNesting)) return tooDeep(name);
+  if (jsonNesting(text) > kMaxDocumentNesting) return tooDeep(name);
   try {
     std::vector<Document> out;
     out.push_back({std::string(name), json::parse(text)});

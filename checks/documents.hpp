@@ -31,6 +31,12 @@ struct Document {
 // column 7 (byte 41): ...".
 Result<std::vector<Document>> parseDocuments(std::string_view text, std::string_view name);
 
+// The deepest nesting of arrays and objects parseDocuments reads (the top one is level 1); deeper
+// is a usage error. Nothing in Kubernetes comes near it, and nlohmann-json copies, compares and
+// prints a value recursively, so a file of "[[[[..." read whole would overflow the stack later
+// (100,000 levels, 200 KB, crashed check-node).
+inline constexpr size_t kMaxDocumentNesting = 512;
+
 // The bytes simdjson may read past the end of a text: a text whose capacity leaves them is parsed
 // where it lies, any other is copied once.
 inline constexpr size_t kJsonPadding = 64;

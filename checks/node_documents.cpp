@@ -430,11 +430,12 @@ class Reader {
   }
 
   // Values nested deeper than kMaxNesting go to nlohmann-json (`false`), which reads them or
-  // reports them as too deep (past 512 levels from the top: checks/documents.cpp). simdjson's
+  // reports them as too deep (past kMaxDocumentNesting levels from the top, where this count
+  // starts below the root, "items" and an item: half of it leaves room for those). simdjson's
   // On-Demand keeps a position per level, up to its parser's max_depth (1024 by default), and in
   // 3.0.1 checks that bound only with development checks on: 100,000 nested arrays wrote past it
   // and crashed check-node. And value() recurses once per level.
-  static constexpr size_t kMaxNesting = 256;
+  static constexpr size_t kMaxNesting = kMaxDocumentNesting / 2;
   class Nesting {
    public:
     explicit Nesting(size_t& depth) : depth_(depth), ok_(++depth_ <= kMaxNesting) {}
