@@ -37,6 +37,7 @@ int cmdStatus(Context& ctx, const std::vector<std::string>& args) {
   StatusOptions opt;
   if (auto rc = exitEarly(ctx, parseStatusOptions(args), opt)) return *rc;
   RootHost host(ctx.global.root);
+  if (auto st = checkLiveHost(host); !st) return fail(ctx, st.error());
 
   // 1. The selection of the last prepare, the config over it (selection, paths, mode), then the
   //    flags over both.
@@ -61,6 +62,10 @@ int cmdStatus(Context& ctx, const std::vector<std::string>& args) {
                                   "name a readable pci.ids file"));
     }
     req.pciIds = *text;
+  }
+
+  if (opt.write && !opt.write->empty()) {
+    if (auto st = checkFileTarget(host, *opt.write, "--write"); !st) return fail(ctx, st.error());
   }
 
   // 2. Observe.

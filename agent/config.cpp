@@ -243,7 +243,12 @@ Result<AgentConfig> loadConfig(const Host& host, std::string_view path, bool req
                         "chown root:root " + source + " && chmod 0644 " + source);
     }
   }
-  return parseConfig(*text, source, defaults);
+  auto config = parseConfig(*text, source, defaults);
+  if (config) {
+    if (auto st = checkFileTarget(host, config->statusPath, source + ": status.path"); !st)
+      return st.error();
+  }
+  return config;
 }
 
 std::optional<Mode> configuredMode(const Host& host, std::string_view path) {

@@ -310,6 +310,26 @@ Status checkRootDir(const std::filesystem::path& root) {
   return {};
 }
 
+Status checkLiveHost(const Host& host) {
+  if (host.exists("sys/bus/pci/devices")) return {};
+  const std::string root = host.root().string();
+  return usageError("--root: '" + root + "' is not the root of a running Linux host: it has no " +
+                        host.resolve("sys/bus/pci/devices").string(),
+                    "pass /, or the host's / as a pod mounts it with /sys under it (e.g. /host); "
+                    "to check an image root, use 'hostprep preflight --image'");
+}
+
+Status checkFileTarget(const Host& host, std::string_view path, std::string_view what) {
+  struct stat st {};
+  const std::string resolved = host.resolve(path).string();
+  if (::stat(resolved.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return usageError(std::string(what) + ": '" + std::string(path) + "' is a directory",
+                      "name the file to write in it, e.g. " +
+                          (std::filesystem::path(path) / "status.json").string());
+  }
+  return {};
+}
+
 RootHost::RootHost(std::filesystem::path root) : root_(std::move(root)) {}
 
 namespace {

@@ -117,6 +117,16 @@ class Host {
 // (exit 2, naming --root): a typo or a missing mount, not a host that failed.
 Status checkRootDir(const std::filesystem::path& root);
 
+// Whether `host` is a running Linux host: its sys/bus/pci/devices is there (sysfs mounted under
+// the root). A mounted image or an empty directory is not: commands that read or move devices
+// (prepare, status, persist, the agent) refuse it as bad input (exit 2) before they take the lock
+// or write anything under it, instead of failing every read (the agent: for ever).
+Status checkLiveHost(const Host& host);
+
+// Whether a host path names a file hostprep may write (status file): not an existing directory.
+// `what` names the input (--write, status.path in the config) in the error.
+Status checkFileTarget(const Host& host, std::string_view path, std::string_view what);
+
 // The real operating system under a root directory.
 class RootHost final : public Host {
  public:

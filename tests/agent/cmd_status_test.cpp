@@ -83,6 +83,33 @@ TEST_CASE("a bad config makes status exit 2 naming the key", "[cli][config]") {
   CHECK_FALSE(std::filesystem::exists(fx.path("run/hostprep")));
 }
 
+// A status path that names a directory is bad input, said before the host is read (it was exit
+// 1, "cannot write ...: Is a directory", after the work); the config's status.path the same, for
+// every command that loads the config (the agent would fail each rewrite).
+TEST_CASE("a status path that is a directory exits 2 naming where it was given", "[cli][config]") {
+  Fixture fx("two-a10");
+  std::filesystem::create_directories(fx.path("srv/status"));
+  auto r = runHostprep({"--root", fx.root().string(), "status", "--write", "/srv/status"});
+  CHECK(r.exitCode == 2);
+  CHECK(r.err ==
+        "hostprep status: --write: '/srv/status' is a directory (name the file to write in it, "
+        "e.g. /srv/status/status.json)\n");
+  r = runHostprep({"--root", fx.root().string(), "status", "--write", "/srv/status/s.json"});
+  CHECK(r.exitCode == 0);
+  CHECK(std::filesystem::is_regular_file(fx.path("srv/status/s.json")));
+
+  fx.write("etc/hostprep/config.yaml", "status:\n  path: /srv/status\n");
+  for (const char* cmd : {"status", "agent"}) {
+    r = runHostprep(
+        {"--root", fx.root().string(), cmd, cmd == std::string("agent") ? "--once" : "--write"});
+    CHECK(r.exitCode == 2);
+    CHECK_THAT(r.err, Catch::Contains("/etc/hostprep/config.yaml: status.path: '/srv/status' is a "
+                                      "directory (name the file to write in it, e.g. "
+                                      "/srv/status/status.json)"));
+  }
+  CHECK_FALSE(std::filesystem::exists(fx.path("run/hostprep/status.json")));
+}
+
 TEST_CASE("status shows the devices the last prepare moved, unless flags or the config say",
           "[cli][status]") {
   Fixture fx("two-a10");

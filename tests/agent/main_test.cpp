@@ -87,6 +87,48 @@ TEST_CASE("a --root that is not a directory exits 2 and creates nothing", "[cli]
   fs::remove_all(dir);
 }
 
+// A --root that is a directory but not a running host (an empty directory, a mounted image, a
+// pod whose /host has no /sys under it): the commands that read or move devices exit 2 naming
+// --root before they take the lock or write anything; preflight reads it, for --image.
+TEST_CASE("a --root without sys/bus/pci/devices exits 2 and creates nothing", "[cli]") {
+  const fs::path dir = scratchDir();
+  const fs::path root = dir / "image";
+  fs::create_directories(root / "etc");
+  const std::string message = "--root: '" + root.string() +
+                              "' is not the root of a running Linux host: it has no " +
+                              (root / "sys/bus/pci/devices").string();
+  const std::string advice =
+      " (pass /, or the host's / as a pod mounts it with /sys under it (e.g. /host); to check an "
+      "image root, use 'hostprep preflight --image')\n";
+
+  auto r = runHostprep({"--root", root.string(), "status"});
+  CHECK(r.exitCode == 2);
+  CHECK(r.err == "hostprep status: " + message + advice);
+  r = runHostprep({"--root", root.string(), "prepare", "--mode", "vm-passthrough"});
+  CHECK(r.exitCode == 2);
+  CHECK(r.err == "hostprep prepare: " + message + advice);
+  r = runHostprep({"--root", root.string(), "persist", "--mode", "vm-passthrough", "--dry-run"});
+  CHECK(r.exitCode == 2);
+  CHECK(r.err == "hostprep persist: " + message + advice);
+  r = runExecutable("/usr/bin/timeout", {"20", HOSTPREP_BINARY, "--root", root.string(), "agent"});
+  CHECK(r.exitCode == 2);  // 124: still retrying after 20 s
+  CHECK(r.err == "hostprep agent: " + message + advice);
+  r = runHostprep({"--output", "json", "--root", root.string(), "status"});
+  CHECK(r.exitCode == 2);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["ok"] == false);
+  CHECK(j["error"]["message"] == message);
+  // Nothing made under it: no lock, no run/hostprep.
+  CHECK(std::distance(fs::recursive_directory_iterator(root), {}) == 1);
+
+  // preflight reads such a root: as an image with --image, and as a host that lacks everything
+  // without it (its checks say what is missing).
+  r = runHostprep({"--root", root.string(), "preflight", "--image", "--mode", "vm-passthrough"});
+  CHECK(r.exitCode == 1);
+  CHECK_THAT(r.out, Catch::Contains("NOT READY for vm-passthrough"));
+  fs::remove_all(dir);
+}
+
 // check-node is an executable of its own (hostprep-check-node) that `hostprep check-node` runs
 // with the user's whole command line: global options, standard input and exit code included.
 TEST_CASE("hostprep check-node runs hostprep-check-node with the whole command line", "[cli]") {
