@@ -172,6 +172,16 @@ while [ $i -lt $N ]; do
     writes_to ""
     timed switch.writes.back $BT writes $T/writes
     state_diff $T/state.boot > $T/sd || bad "switch: bare writes back: $(tr '\n' ';' < $T/sd)"
+    # The floor for a program linked as hostprep is (tests/bench/run builds both): the same
+    # writes from benchtool as a dynamically linked PIE and as a static PIE.
+    for v in dynamic static_pie; do
+        writes_to vfio-pci
+        timed switch.writes_$v.to_vfio $BT-$v writes $T/writes
+        on_vfio || bad "switch: bare writes ($v) left a function off vfio-pci"
+        writes_to ""
+        timed switch.writes_$v.back $BT-$v writes $T/writes
+        state_diff $T/state.boot > $T/sd || bad "switch: bare writes ($v) back: $(tr '\n' ';' < $T/sd)"
+    done
     # The peer on the fast path: vfio-manage's per-device sequence (the slow teardown's
     # baseline), given every function hostprep moves; back with the bare writes, untimed.
     timed switch.vfio_manage.to_vfio sh /tests/bench-vfio-manage.sh $FUNCS
