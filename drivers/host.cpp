@@ -320,9 +320,7 @@ Status checkLiveHost(const Host& host) {
 }
 
 Status checkFileTarget(const Host& host, std::string_view path, std::string_view what) {
-  struct stat st {};
-  const std::string resolved = host.resolve(path).string();
-  if (::stat(resolved.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (auto o = host.ownership(path); o && S_ISDIR(o->mode)) {
     return usageError(std::string(what) + ": '" + std::string(path) + "' is a directory",
                       "name the file to write in it, e.g. " +
                           (std::filesystem::path(path) / "status.json").string());

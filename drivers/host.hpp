@@ -21,7 +21,7 @@ namespace hostprep {
 // Never trust st_size on sysfs: read to EOF, but never more than this.
 inline constexpr size_t kDefaultReadCap = 1u << 20;
 
-// Who owns a file and its permission bits (stat(2) st_uid, st_mode).
+// Who owns a file, its type and its permission bits (stat(2) st_uid, st_mode).
 struct FileOwnership {
   uid_t owner = 0;
   mode_t mode = 0;
