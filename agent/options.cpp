@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cerrno>
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 
@@ -122,10 +124,8 @@ po::options_description describe(const CommandSpec& c) {
                         po::value<std::vector<std::string>>()->multitoken()->composing(),
                         help.c_str());
         break;
-      case Arg::kSeconds:
-        d.add_options()(row->name.c_str(),
-                        po::value<double>()->default_value(std::stod(byDefault), byDefault),
-                        help.c_str());
+      case Arg::kSeconds:  // text, read by readSeconds: "5x" gets its message, not Boost's
+        d.add_options()(row->name.c_str(), value(), help.c_str());
         break;
     }
   }
@@ -248,12 +248,13 @@ Status readSelection(const po::variables_map& vm, SelectionOptions& selection) {
 }
 
 Result<std::chrono::milliseconds> readSeconds(const po::variables_map& vm, const char* name) {
-  double s = vm[name].as<double>();
-  if (!(s > 0) || s > 86400) {
-    std::ostringstream text;  // as short as the value allows: -1, 1e+12, nan
-    text << s;
-    return usageError(std::string("--") + name + ": " + text.str() +
-                          " is not a number of seconds above 0 and at most 86400 (a day)",
+  const std::string& text = vm[name].as<std::string>();
+  char* end = nullptr;
+  errno = 0;
+  const double s = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !(s > 0) || s > 86400) {
+    return usageError(std::string("--") + name + ": '" + text +
+                          "' is not a number of seconds above 0 and at most 86400 (a day)",
                       "e.g. --" + std::string(name) + " 30");
   }
   return std::chrono::milliseconds(static_cast<long>(s * 1000));
