@@ -84,10 +84,16 @@ Result<std::string> parseVgpuConfigName(std::string_view where, std::string_view
 Result<std::string> parseHostFilePath(std::string_view where, std::string_view text) {
   bool dots = false;
   for (auto part : split(text, '/')) dots = dots || part == "..";
-  if (text.empty() || text.front() != '/' || text.back() == '/' || dots || hasControl(text) ||
+  const bool control = hasControl(text);
+  if (text.empty() || text.front() != '/' || text.back() == '/' || dots || control ||
       text.size() > 4096) {
-    return isNot(where, text, "an absolute file path",
-                 "write a path such as /run/hostprep/status.json, without '..'");
+    // The example is the value made absolute where that is all it lacks (run/x.json), else a
+    // reminder of the form; never a path of another option's kind.
+    std::string advice = "write a file's absolute path under --root, without '..'";
+    if (!text.empty() && text.front() != '/' && text.back() != '/' && !dots && !control &&
+        text.size() < 4096)
+      advice += ", e.g. /" + std::string(text);
+    return isNot(where, text, "an absolute file path", advice);
   }
   return std::string(text);
 }

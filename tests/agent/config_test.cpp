@@ -67,11 +67,11 @@ TEST_CASE("config errors name the file, the key and the fix, with exit 2", "[con
        "config.yaml: holder-nodes: '/dev/nvidia..*' is not a /dev pattern (write a glob under "
        "/dev, e.g. /dev/nvidia*)"},
       {"status:\n  path: run/status.json\n",
-       "config.yaml: status.path: 'run/status.json' is not an absolute file path (write a path "
-       "such as /run/hostprep/status.json, without '..')"},
+       "config.yaml: status.path: 'run/status.json' is not an absolute file path (write a file's "
+       "absolute path under --root, without '..', e.g. /run/status.json)"},
       {"status:\n  prometheus: /var/../etc/passwd\n",
        "config.yaml: status.prometheus: '/var/../etc/passwd' is not an absolute file path (write a "
-       "path such as /run/hostprep/status.json, without '..')"},
+       "file's absolute path under --root, without '..')"},
       {"reconcile: maybe\n",
        "config.yaml: reconcile: 'maybe' is not true or false (write reconcile: true or false)"},
       {"holder-nodes: /proc/*\n",

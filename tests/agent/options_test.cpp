@@ -108,6 +108,12 @@ TEST_CASE("usage errors name the option and exit 2", "[options]") {
   auto mode = parsePreflightOptions({"container"});
   REQUIRE_FALSE(mode);
   CHECK(mode.error().advice == "to choose that mode, pass --mode container");
+  // A relative path's example is itself made absolute, not a path of another kind.
+  auto rel = parseAgentOptions({"--config", "etc/hostprep/config.yaml"});
+  REQUIRE_FALSE(rel);
+  CHECK(rel.error().message == "--config: 'etc/hostprep/config.yaml' is not an absolute file path");
+  CHECK(rel.error().advice ==
+        "write a file's absolute path under --root, without '..', e.g. /etc/hostprep/config.yaml");
   auto word = parseStatusOptions({"--write", "/run/x.json", "now"});
   REQUIRE_FALSE(word);
   CHECK(word.error().message == "unexpected argument 'now'");
