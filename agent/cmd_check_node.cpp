@@ -131,19 +131,35 @@ int cmdCheckNode(Context& ctx, const std::vector<std::string>& args) {
   }
 
   // 1. Read and parse every input; the first unreadable or malformed one stops the run (exit 2).
+  //    A file that holds no document is a mistake (a command that failed into a redirect): no
+  //    kubectl or hostprep output is empty (an empty list is still a List).
   CheckNodeInput in;
+  auto empty = [](const std::string& option, const std::string& f, const char* advice) {
+    return usageError(option + displayName(f) + " holds no document", advice);
+  };
   for (const auto& f : opt.nodes) {
     auto docs = loadNodes(f);
     if (!docs) return fail(ctx, docs.error());
+    if (docs->empty()) return fail(ctx, empty("", f, "pass 'kubectl get nodes -o json'"));
     for (auto& d : *docs) in.nodes.push_back(std::move(d));
   }
-  for (const auto& [files, into] :
-       {std::pair{&opt.vms, &in.workloads}, std::pair{&opt.status, &in.statuses},
-        std::pair{&opt.resourceSlices, &in.resourceSlices}}) {
-    for (const auto& f : *files) {
+  struct Many {
+    const std::vector<std::string>* files;
+    std::vector<Document>* into;
+    const char* option;
+    const char* advice;
+  };
+  for (const Many& m :
+       {Many{&opt.vms, &in.workloads, "--vms: ", "pass 'kubectl get vms,vmis,pods -A -o json'"},
+        Many{&opt.status, &in.statuses,
+             "--status: ", "pass what 'hostprep status --output json' printed on the node"},
+        Many{&opt.resourceSlices, &in.resourceSlices,
+             "--resource-slices: ", "pass 'kubectl get resourceslices -o json'"}}) {
+    for (const auto& f : *m.files) {
       auto docs = load(f);
       if (!docs) return fail(ctx, docs.error());
-      for (auto& d : *docs) into->push_back(std::move(d));
+      if (docs->empty()) return fail(ctx, empty(m.option, f, m.advice));
+      for (auto& d : *docs) m.into->push_back(std::move(d));
     }
   }
   auto policy = loadOne(opt.clusterPolicy, "cluster-policy");
@@ -162,10 +178,6 @@ int cmdCheckNode(Context& ctx, const std::vector<std::string>& args) {
       return fail(ctx, e);
     }
     in.vgpuConfigs = std::move(*configs);
-  }
-  if (in.nodes.empty()) {
-    return fail(ctx,
-                usageError("the node input holds no document", "pass 'kubectl get nodes -o json'"));
   }
 
   // 2. Check.

@@ -158,3 +158,42 @@ TEST_CASE("check-node --resource-slices: DRA devices checked, a wrong document e
   r = runHostprep({"check-node", "--help"});
   CHECK_THAT(r.out, Catch::Contains("--resource-slices"));
 }
+
+// An empty file is no kubectl or hostprep output (an empty list is still a List): a redirect of a
+// command that failed. It was taken as no input at all (--status, --vms, --resource-slices, and a
+// node file beside others); now it exits 2 naming the option and the file.
+TEST_CASE("check-node: an input file that holds no document exits 2 naming it",
+          "[cli][check-node]") {
+  hostprep::test::Fixture dir;
+  dir.write("empty.json", "");
+  dir.write("list.json", "{\"kind\": \"List\", \"items\": []}\n");
+  const std::string empty = dir.path("empty.json").string();
+  const std::string nodes = fx("clean/nodes.json");
+  const struct {
+    std::vector<std::string> args;
+    std::string err;
+  } cases[] = {
+      {{nodes, "--status", empty},
+       "--status: " + empty +
+           " holds no document (pass what 'hostprep status --output json' printed on the node)"},
+      {{nodes, "--vms", empty},
+       "--vms: " + empty + " holds no document (pass 'kubectl get vms,vmis,pods -A -o json')"},
+      {{nodes, "--resource-slices", empty},
+       "--resource-slices: " + empty +
+           " holds no document (pass 'kubectl get resourceslices -o json')"},
+      {{nodes, empty}, empty + " holds no document (pass 'kubectl get nodes -o json')"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args{"check-node"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    auto r = runHostprep(args);
+    INFO(c.err);
+    CHECK(r.exitCode == 2);
+    CHECK(r.err == "hostprep check-node: " + c.err + "\n");
+    CHECK(r.out.empty());
+  }
+  // An empty List is an input: no VMs.
+  auto r = runHostprep({"check-node", nodes, "--vms", dir.path("list.json").string(),
+                        "--cluster-policy", fx("clean/cluster-policy.yaml")});
+  CHECK(r.exitCode == 0);
+}
