@@ -84,18 +84,14 @@ Result<std::string> parseVgpuConfigName(std::string_view where, std::string_view
 Result<std::string> parseHostFilePath(std::string_view where, std::string_view text) {
   bool dots = false;
   for (auto part : split(text, '/')) dots = dots || part == "..";
-  const bool control = hasControl(text);
-  if (text.empty() || text.front() != '/' || text.back() == '/' || dots || control ||
-      text.size() > 4096) {
-    // The example is the value made absolute where that is all it lacks (run/x.json), else a
-    // reminder of the form; never a path of another option's kind.
-    std::string advice = "write a file's absolute path under --root, without '..'";
-    if (!text.empty() && text.front() != '/' && text.back() != '/' && !dots && !control &&
-        text.size() < 4096)
-      advice += ", e.g. /" + std::string(text);
-    return isNot(where, text, "an absolute file path", advice);
-  }
-  return std::string(text);
+  const bool wellFormed =
+      !text.empty() && text.back() != '/' && !dots && !hasControl(text) && text.size() <= 4096;
+  if (wellFormed && text.front() == '/') return std::string(text);
+  // The example is the value made absolute where that is all it lacks (run/x.json), else none:
+  // never a path of another option's kind.
+  std::string advice = "write a file's absolute path under --root, without '..'";
+  if (wellFormed) advice += ", e.g. /" + std::string(text);
+  return isNot(where, text, "an absolute file path", advice);
 }
 
 }  // namespace hostprep

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "drivers/text.hpp"
+#include "drivers/validate.hpp"
 
 namespace po = boost::program_options;
 
@@ -253,7 +254,7 @@ Result<std::chrono::milliseconds> readSeconds(const po::variables_map& vm, const
   errno = 0;
   const double s = text.empty() ? 0 : std::strtod(text.c_str(), &end);
   if (text.empty() || *end != '\0' || errno == ERANGE || !(s > 0) || s > 86400) {
-    return usageError(std::string("--") + name + ": '" + text +
+    return usageError(std::string("--") + name + ": '" + quoteUntrusted(text) +
                           "' is not a number of seconds above 0 and at most 86400 (a day)",
                       "e.g. --" + std::string(name) + " 30");
   }

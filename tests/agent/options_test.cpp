@@ -86,6 +86,8 @@ TEST_CASE("usage errors name the option and exit 2", "[options]") {
        "--lock-timeout: '' is not a number of seconds above 0 and at most 86400 (a day)"},
       {prepare({"--mode", "container", "--lock-timeout", "nan"}),
        "--lock-timeout: 'nan' is not a number of seconds above 0 and at most 86400 (a day)"},
+      {prepare({"--mode", "container", "--lock-timeout", "3\x1b[2J"}),
+       "--lock-timeout: '3\\x1b[2J' is not a number of seconds above 0 and at most 86400 (a day)"},
       {prepare({"--mode", "container", "--lock-timeout", "1e999"}),
        "--lock-timeout: '1e999' is not a number of seconds above 0 and at most 86400 (a day)"},
       {prepare({"--mode", "container", "--vgpu-config-name", "a10"}),
