@@ -126,6 +126,9 @@ TEST_CASE("a --root without sys/bus/pci/devices exits 2 and creates nothing", "[
   r = runHostprep({"--root", root.string(), "preflight", "--image", "--mode", "vm-passthrough"});
   CHECK(r.exitCode == 1);
   CHECK_THAT(r.out, Catch::Contains("NOT READY for vm-passthrough"));
+  r = runHostprep({"--root", root.string(), "preflight", "--mode", "vm-passthrough"});
+  CHECK(r.exitCode == 1);
+  CHECK_THAT(r.out, Catch::Contains("cannot read the PCI devices and IOMMU groups"));
   fs::remove_all(dir);
 }
 
