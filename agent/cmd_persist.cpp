@@ -43,7 +43,6 @@ int cmdPersist(Context& ctx, const std::vector<std::string>& args) {
   PersistOptions opt;
   if (auto rc = exitEarly(ctx, parsePersistOptions(args), opt)) return *rc;
   RootHost host(ctx.global.root);
-  if (auto st = checkLiveHost(host); !st) return fail(ctx, st.error());
   auto config = loadConfig(host, opt.config.path, opt.config.given);
   if (!config) return fail(ctx, config.error());
   if (!opt.mode && !config->mode) {

@@ -151,7 +151,6 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
   if (auto rc = exitEarly(ctx, parsePrepareOptions(args), po)) return *rc;
   ConvergeOptions& co = po.converge;
   RootHost host(ctx.global.root);
-  if (auto st = checkLiveHost(host); !st) return fail(ctx, st.error());
   if (po.fromConfig) {
     if (auto st = applyConfig(host, po, co); !st) return fail(ctx, st.error());
   }

@@ -37,7 +37,6 @@ int cmdStatus(Context& ctx, const std::vector<std::string>& args) {
   StatusOptions opt;
   if (auto rc = exitEarly(ctx, parseStatusOptions(args), opt)) return *rc;
   RootHost host(ctx.global.root);
-  if (auto st = checkLiveHost(host); !st) return fail(ctx, st.error());
 
   // 1. The selection of the last prepare, the config over it (selection, paths, mode), then the
   //    flags over both.

@@ -43,6 +43,13 @@ using CommandLine = std::variant<T, HelpText>;
 // the process exit code.
 using CommandFn = int (*)(Context&, const std::vector<std::string>& args);
 
+// What a command needs --root to be; agent/dispatch checks it before the command runs.
+enum class RootNeed {
+  kNone,         // reads no host (check-node: only its inputs)
+  kDirectory,    // a directory: a host's root or an image's (preflight)
+  kRunningHost,  // a running host's root, with sys/bus/pci/devices under it
+};
+
 // A command is either a function of this executable (fn) or, where fn is null, an executable of
 // its own (program: a file name) that gets this process's whole command line (agent/dispatch).
 struct Command {
@@ -50,7 +57,7 @@ struct Command {
   const char* help;
   CommandFn fn;
   const char* program = nullptr;
-  bool readsHost = true;  // it reads or writes under --root (check-node reads only its inputs)
+  RootNeed root = RootNeed::kRunningHost;
 };
 
 }  // namespace hostprep

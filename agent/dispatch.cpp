@@ -117,13 +117,15 @@ int run(int argc, const char* const* argv, std::span<const Command> commands) {
     return static_cast<int>(Exit::kUsage);
   }
 
-  // 3. Run it, in its own program or here; a command that reads the host only under a --root
-  //    that is a directory (else every read would fail, and the agent retry for ever).
+  // 3. Run it, in its own program or here; a command here only under a --root that is what it
+  //    needs (else every read would fail, and the agent retry for ever).
   setupLogging(parsed->global);
   Context ctx{parsed->global, std::cout, std::cerr, cmd->name, std::nullopt};
   if (!cmd->fn) return runProgram(ctx, *cmd, argv);
-  if (cmd->readsHost && !asksForHelp(rest)) {
-    if (auto st = checkRootDir(ctx.global.root); !st) {
+  if (cmd->root != RootNeed::kNone && !asksForHelp(rest)) {
+    Status st = checkRootDir(ctx.global.root);
+    if (st && cmd->root == RootNeed::kRunningHost) st = checkLiveHost(RootHost(ctx.global.root));
+    if (!st) {
       ctx.errorDocument = nlohmann::json::object();
       return fail(ctx, st.error());
     }

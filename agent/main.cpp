@@ -13,7 +13,7 @@ constexpr hostprep::Command kCommands[] = {
     {"prepare", "move the selected GPUs and their companions to the mode's driver",
      hostprep::cmdPrepare},
     {"preflight", "check every host prerequisite of a mode and say how to fix it",
-     hostprep::cmdPreflight},
+     hostprep::cmdPreflight, nullptr, hostprep::RootNeed::kDirectory},
     {"status", "what the node is: modes, devices, conditions, advertised resources",
      hostprep::cmdStatus},
     {"agent", "converge, publish the status, and keep it current from kernel events",

@@ -7,7 +7,8 @@
 namespace {
 
 constexpr hostprep::Command kCommands[] = {
-    {"check-node", hostprep::kCheckNodeSummary, hostprep::cmdCheckNode, nullptr, false},
+    {"check-node", hostprep::kCheckNodeSummary, hostprep::cmdCheckNode, nullptr,
+     hostprep::RootNeed::kNone},
 };
 
 }  // namespace

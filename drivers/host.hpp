@@ -119,8 +119,8 @@ Status checkRootDir(const std::filesystem::path& root);
 
 // Whether `host` is a running Linux host: its sys/bus/pci/devices is there (sysfs mounted under
 // the root). A mounted image or an empty directory is not: commands that read or move devices
-// (prepare, status, persist, the agent) refuse it as bad input (exit 2) before they take the lock
-// or write anything under it, instead of failing every read (the agent: for ever).
+// (all but preflight and check-node) refuse it as bad input (exit 2) before they take the lock or
+// write anything under it, instead of failing every read (the agent: for ever).
 Status checkLiveHost(const Host& host);
 
 // Whether a host path names a file hostprep may write (status file): not an existing directory.
