@@ -252,8 +252,8 @@ Result<std::chrono::milliseconds> readSeconds(const po::variables_map& vm, const
   const std::string& text = vm[name].as<std::string>();
   char* end = nullptr;
   errno = 0;
-  const double s = text.empty() ? 0 : std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno == ERANGE || !(s > 0) || s > 86400) {
+  const double s = std::strtod(text.c_str(), &end);  // "" reads as 0, refused below
+  if (*end != '\0' || errno == ERANGE || !(s > 0) || s > 86400) {
     return usageError(std::string("--") + name + ": '" + quoteUntrusted(text) +
                           "' is not a number of seconds above 0 and at most 86400 (a day)",
                       "e.g. --" + std::string(name) + " 30");
