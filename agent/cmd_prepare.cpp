@@ -43,6 +43,7 @@ json planJson(const Plan& plan, bool dryRun) {
                             {"iommu_group", mv.group ? json(*mv.group) : json(nullptr)},
                             {"from", stateJson(mv.from)},
                             {"to_driver", mv.toDriver.empty() ? json(nullptr) : json(mv.toDriver)},
+                            {"to_module", mv.toModule.empty() ? json(nullptr) : json(mv.toModule)},
                             {"changes", mv.changes}});
   }
   j["steps"] = json::array();
@@ -88,8 +89,7 @@ void printPlan(Context& ctx, const Snapshot& s, const Plan& plan) {
           << plan.steps.size() << " step(s)\n";
   for (const auto& mv : plan.moves) {
     ctx.out << "  " << describeFunction(s, mv.bdf) << " " << toString(mv.role) << ": "
-            << mv.from.driver.value_or("no driver") << " -> "
-            << (mv.toDriver.empty() ? "its own driver" : mv.toDriver)
+            << mv.from.driver.value_or("no driver") << " -> " << mv.target()
             << (mv.changes ? "" : " (already there)") << "\n";
   }
   for (const auto& pv : plan.vgpus) {
@@ -162,9 +162,8 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
   co.onDevice = [&](const DeviceMove& mv, const Status& s) {
     if (ctx.json()) return;
     ctx.out << mv.bdf.str() << " " << toString(mv.role) << ": "
-            << mv.from.driver.value_or("no driver") << " -> "
-            << (mv.toDriver.empty() ? "its own driver" : mv.toDriver) << (s ? " ok" : " FAILED")
-            << "\n";
+            << mv.from.driver.value_or("no driver") << " -> " << mv.target()
+            << (s ? " ok" : " FAILED") << "\n";
     ctx.out.flush();
   };
 #ifdef HOSTPREP_TEST_HOOKS

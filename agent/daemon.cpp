@@ -141,7 +141,7 @@ Status Agent::convergeNow() {
   co.onDevice = [](const DeviceMove& mv, const Status& s) {
     if (s) {
       spdlog::info("bdf={} step=move {} -> {}", mv.bdf.str(), mv.from.driver.value_or("none"),
-                   mv.toDriver.empty() ? "its own driver" : mv.toDriver);
+                   mv.target());
     } else {
       spdlog::error("bdf={} step=move failed: {}", mv.bdf.str(), s.error().describe());
     }

@@ -13,6 +13,7 @@
 
 #include "drivers/snapshot.hpp"
 #include "drivers/text.hpp"
+#include "drivers/validate.hpp"
 #include "drivers/vgpu.hpp"
 #include "drivers/vgpu_steps.hpp"
 
@@ -136,6 +137,23 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
       const bool ok = st.arg.empty() ? (now.empty() || !isVfioDriver(now)) : now == st.arg;
       if (!ok) {
         std::string got = now.empty() ? "no driver" : now;
+        return stepError(st, sysError("bound to " + got + " after probing", ENODEV),
+                         "the driver refused the device; see dmesg");
+      }
+      return {};
+    }
+    case StepKind::kVerifyModule: {
+      auto state = readState(h, *st.bdf);
+      if (!state) return stepError(st, state.error());
+      const std::string now = state->driver.value_or("");
+      // The bound driver's module, as the kernel links it (host_module.hpp); a driver without the
+      // link counts as its module's where it carries the module's name.
+      const bool named = !now.empty() && checkDriverName("driver", now);
+      auto module = named ? readLinkName(h, hostPath(pciDriverPath(now), "module")) : std::nullopt;
+      const bool ok = named && normalizeModuleName(module.value_or(now)) == st.arg;
+      if (!ok) {
+        std::string got = now.empty() ? "no driver" : now;
+        if (module) got += " (module " + *module + ")";
         return stepError(st, sysError("bound to " + got + " after probing", ENODEV),
                          "the driver refused the device; see dmesg");
       }
@@ -367,7 +385,7 @@ std::vector<std::string> holderGlobs(const Plan& plan, const ApplyOptions& opt) 
       continue;
     }
     if (st.kind != StepKind::kUnbind) continue;
-    if (st.arg == opt.hostDriver) {
+    if (st.arg == opt.hostDriver || plan.hostDrivers.count(st.arg)) {
       globs.insert(globs.end(), opt.holderNodes.begin(), opt.holderNodes.end());
     } else if (isVfioDriver(st.arg)) {
       for (const auto& mv : plan.moves) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "drivers/host_module.hpp"
 #include "drivers/resource_names.hpp"
 #include "drivers/text.hpp"
 #include "drivers/validate.hpp"
@@ -17,6 +18,7 @@ constexpr std::pair<StepKind, std::string_view> kStepNames[] = {
     {StepKind::kUnbind, "unbind"},
     {StepKind::kProbe, "probe"},
     {StepKind::kVerifyDriver, "verify-driver"},
+    {StepKind::kVerifyModule, "verify-module"},
     {StepKind::kVerifyVfioGroup, "verify-vfio-group"},
     {StepKind::kUnbindLock, "acquire-unbind-lock"},
     {StepKind::kSetNumVfs, "set-numvfs"},
@@ -79,6 +81,8 @@ std::string Step::describe() const {
       return who + "probe drivers";
     case StepKind::kVerifyDriver:
       return who + (arg.empty() ? "verify it left vfio" : "verify it is bound to " + arg);
+    case StepKind::kVerifyModule:
+      return who + "verify it is bound to a driver of module " + arg;
     case StepKind::kVerifyVfioGroup:
       return "verify /dev/vfio/" + std::to_string(group.value_or(-1)) + " exists";
     case StepKind::kUnbindLock:
@@ -102,6 +106,7 @@ Status checkStep(const Step& st) {
   switch (st.kind) {
     case StepKind::kLoadModule:
     case StepKind::kUnbind:
+    case StepKind::kVerifyModule:
       return checkDriverName(who, st.arg);
     case StepKind::kSetOverride:
     case StepKind::kVerifyDriver:
@@ -146,6 +151,12 @@ Status checkDeviceState(std::string_view what, const DeviceState& st) {
     }
   }
   return {};
+}
+
+std::string DeviceMove::target() const {
+  if (!toDriver.empty()) return toDriver;
+  if (!toModule.empty()) return "a driver of module " + toModule;
+  return "its own driver";
 }
 
 std::string vfioDriverName(std::string_view module) {
@@ -349,7 +360,8 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
       Status err;
       Requests req = requestsFor(s, f, index, in, visible, &err);
       if (!err) return err;
-      if (total == 0 && !pfParent && !req.empty() && f.driver == in.hostDriver) {
+      if (total == 0 && !pfParent && !req.empty() &&
+          isDriverOfModule(s, f.driver.value_or(""), in.hostDriver)) {
         return sysError("GPU " + describeFunction(s, f.bdf) +
                             ": offers no vGPU types (no mdev_supported_types, no SR-IOV)",
                         0,
@@ -441,7 +453,7 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
       for (const auto& pv : want) {
         if (pv.parent == f.bdf || pv.exists || !vfDone.insert(pv.parent).second) continue;
         const PciFunction* vf = reset ? nullptr : s.find(pv.parent);
-        if (vf && vf->driver == in.hostDriver) continue;
+        if (vf && isDriverOfModule(s, vf->driver.value_or(""), in.hostDriver)) continue;
         b.stepOnVf(pv.parent, f.bdf);
         auto add = [&](StepKind k, std::string arg = {}) {
           b.vfSteps.push_back({k, pv.parent, std::move(arg), std::nullopt, {}});
@@ -457,7 +469,7 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
         if (vf)
           b.plan.vfMoves.push_back({vf->bdf, vf->iommuGroup, {vf->driver, vf->driverOverride}});
         add(StepKind::kProbe);
-        add(StepKind::kVerifyDriver, in.hostDriver);
+        add(StepKind::kVerifyModule, normalizeModuleName(in.hostDriver));
       }
       for (const auto& pv : want) {
         if (!pv.exists) {
@@ -482,8 +494,10 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
 }  // namespace
 
 Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs& in) {
-  Builder b{s, Plan{in.mode, {}, {}, {}, {}, {}, {}, {}, {}}, {}, {}, {}, {}, {}, {}, {}};
+  Builder b{s, Plan{in.mode, {}, {}, {}, {}, {}, {}, {}, {}, {}}, {}, {}, {}, {}, {}, {}, {}};
   if (auto v = checkDriverName("host driver", in.hostDriver); !v) return v.error();
+  const std::string hostModule = normalizeModuleName(in.hostDriver);
+  for (auto& d : driversOfModule(s, hostModule)) b.plan.hostDrivers.insert(std::move(d));
   std::set<int> vfioGroups;
   for (const auto& t : sel.targets) {
     const PciFunction* f = s.find(t.bdf);
@@ -516,27 +530,35 @@ Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs&
       }
       if (cur != mv.toDriver) vfioGroups.insert(*f->iommuGroup);
     } else {
-      // container and vm-vgpu: the GPU on the host driver, companions off vfio.
+      // container and vm-vgpu: GPUs and NVSwitches on the driver the host module gives each
+      // (host_module.hpp), companions off vfio.
       const bool gpu = t.role == Role::kGpu || t.role == Role::kNvSwitch;
-      mv.toDriver = gpu ? in.hostDriver : "";
-      if (gpu && !cur.empty() && cur != in.hostDriver && !isVfioDriver(cur) &&
-          cur != "pci-pf-stub") {
-        return sysError(
-            describeFunction(s, t.bdf) + ": is bound to " + cur + ", not " + in.hostDriver, 0,
-            "blacklist " + cur + " (echo 'blacklist " + cur + "' > /etc/modprobe.d/blacklist-" +
-                cur + ".conf, update-initramfs -u, reboot); 'hostprep preflight --mode " +
-                std::string(toString(mode)) + "' checks it");
+      const bool onHost = gpu && isDriverOfModule(s, cur, hostModule);
+      mv.toDriver = gpu ? hostDriverOf(s, *f, hostModule) : "";
+      mv.toModule = gpu ? hostModule : "";
+      if (gpu && !cur.empty() && !onHost && !isVfioDriver(cur) && cur != "pci-pf-stub") {
+        return sysError(describeFunction(s, t.bdf) + ": is bound to " + cur + ", not " +
+                            describeHostDriver(s, hostModule),
+                        0,
+                        "blacklist " + cur + " (echo 'blacklist " + cur +
+                            "' > /etc/modprobe.d/blacklist-" + cur +
+                            ".conf, update-initramfs -u, reboot); 'hostprep preflight --mode " +
+                            std::string(toString(mode)) + "' checks it");
       }
-      const bool onWanted = gpu ? cur == in.hostDriver : (!cur.empty() && !isVfioDriver(cur));
+      const bool onWanted = gpu ? onHost : (!cur.empty() && !isVfioDriver(cur));
       const bool leftVfio = !gpu && !isVfioDriver(cur);  // a driverless companion is fine
       if (!ovr.empty() || !(onWanted || leftVfio)) {
         mv.changes = true;
-        if (gpu) b.loadModule(in.hostDriver, in.hostDriver);
+        if (gpu) b.loadModule(hostModule, hostModule);
         if (!ovr.empty()) b.step(StepKind::kSetOverride, t.bdf, "");
         if (!(onWanted || leftVfio)) {
           if (!cur.empty()) b.step(StepKind::kUnbind, t.bdf, cur);
           b.step(StepKind::kProbe, t.bdf);
-          b.step(StepKind::kVerifyDriver, t.bdf, mv.toDriver);
+          if (gpu) {
+            b.step(StepKind::kVerifyModule, t.bdf, hostModule);
+          } else {
+            b.step(StepKind::kVerifyDriver, t.bdf, "");
+          }
         }
       }
     }
@@ -576,7 +598,7 @@ std::vector<std::string> vfsInUse(const Snapshot& s, const Plan& plan,
     if (!pf) continue;
     for (const Bdf& vf : pf->virtfns) {
       const PciFunction* f = s.find(vf);
-      if (f && f->driver && *f->driver != hostDriver) {
+      if (f && f->driver && !isDriverOfModule(s, *f->driver, hostDriver)) {
         out.push_back(vf.str() + " (VF of " + change.pf.str() + ") on " + *f->driver);
       }
     }

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ enum class StepKind {
   kUnbind,           // bdf, arg: the driver it is bound to
   kProbe,            // bdf: write it to drivers_probe
   kVerifyDriver,     // bdf, arg: the driver that must be bound ("" = any driver but vfio)
+  kVerifyModule,     // bdf, arg: a module; the driver bound must be one it registers (host_module)
   kVerifyVfioGroup,  // group: /dev/vfio/<group> must exist
   kUnbindLock,       // bdf: take /proc/driver/nvidia/gpus/<bdf>/unbindLock (no-op where absent)
   kSetNumVfs,        // bdf (PF), arg: the count to write to sriov_numvfs
@@ -55,13 +57,19 @@ struct DeviceMove {
   std::optional<int> group;
   DeviceState from;
   std::string toDriver;          // the driver it must end on; "" = any driver but vfio (companions)
+                                 // or, with toModule, whichever driver of that module takes it
   bool changes = false;          // false when the device is already where it should be
   Mode mode = Mode::kContainer;  // the mode it goes to (on a mixed node, not every device's)
+  std::string toModule{};        // the host module whose driver it must end on (GPUs, NVSwitches)
+
+  // Where it goes, for people: "vfio-pci", "nvidia", "a driver of module nvidia" (the probe picks
+  // which), "its own driver" (a companion).
+  std::string target() const;
 };
 
 struct PlanInputs {
   Mode mode = Mode::kContainer;       // every selected device's, unless `modes` names another
-  std::string hostDriver = "nvidia";  // driver name; its module has the same name
+  std::string hostDriver = "nvidia";  // the host module: each function on the driver it gives it
   std::string modulesAlias;           // lib/modules/<release>/modules.alias text ("" if absent)
   // vGPU: the live vGPU view (nullopt: no vGPU parents or devices on this host), the selected
   // config's entries (nullopt: the embedded defaults per GPU model), and whether the vGPU
@@ -118,6 +126,7 @@ struct Plan {
   std::vector<Bdf> vgpuGpus;             // GPUs whose vGPU state the journal must cover
   std::vector<VfMove> vfMoves;           // enabled VFs it moves to the host driver
   std::map<Bdf, Bdf> vfGpu;  // the GPU of each VF a step names: its steps run in the GPU's lane
+  std::set<std::string> hostDrivers;  // the host module's PCI drivers, as the snapshot showed them
 
   bool noop() const { return steps.empty(); }
   // How many GPUs (role gpu) go to each mode; more than one entry on a mixed node.

@@ -62,7 +62,12 @@ void readModulesAndDrivers(const Host& host, Snapshot& s) {
   s.loadedModules.clear();
   s.pciDrivers.clear();
   if (auto m = host.read("proc/modules")) s.loadedModules = parseProcModules(*m);
-  if (auto d = host.list("sys/bus/pci/drivers")) s.pciDrivers.insert(d->begin(), d->end());
+  if (auto d = host.list("sys/bus/pci/drivers")) {
+    for (const auto& name : *d) {
+      auto module = readLinkName(host, hostPath("sys/bus/pci/drivers", name, "module"));
+      s.pciDrivers.emplace(name, module ? normalizeModuleName(*module) : std::string());
+    }
+  }
 }
 
 // Every virtfn<N> link of a PF's directory listing, read one by one, by N.

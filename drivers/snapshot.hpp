@@ -19,9 +19,12 @@ struct Snapshot {
   std::vector<PciFunction> pci;                 // sorted by BDF
   std::map<int, std::vector<Bdf>> iommuGroups;  // from sys/kernel/iommu_groups
   std::set<std::string> loadedModules;          // proc/modules, normalised names
-  std::set<std::string> pciDrivers;             // sys/bus/pci/drivers
-  std::string kernelRelease;                    // proc/sys/kernel/osrelease; empty if unknown
-                                                // or not a valid release (isValidKernelRelease)
+  // sys/bus/pci/drivers: each PCI driver and the module that registered it, from the driver's
+  // `module` link to sys/module/<name> (drivers/base/module.c module_add_driver); "" where the
+  // kernel shows no link (a built-in driver). One module may register several drivers.
+  std::map<std::string, std::string> pciDrivers;
+  std::string kernelRelease;  // proc/sys/kernel/osrelease; empty if unknown
+                              // or not a valid release (isValidKernelRelease)
   std::string cmdlineText;
   Cmdline cmdline;
   std::optional<Bdf> rootDiskPci;  // the PCI function behind the root filesystem, if found

@@ -216,12 +216,13 @@ TEST_CASE("a split converges both ways in one run, and the next run is a no-op",
         std::map<Mode, int>{{Mode::kContainer, 1}, {Mode::kVmPassthrough, 1}});
   std::map<std::string, std::string> to;
   for (const auto& mv : back.plan->moves) {
-    if (mv.changes) to[mv.bdf.str()] = std::string(toString(mv.mode)) + " " + mv.toDriver;
+    if (mv.changes) to[mv.bdf.str()] = std::string(toString(mv.mode)) + " " + mv.target();
   }
-  CHECK(to == std::map<std::string, std::string>{{"0000:3b:00.0", "container nvidia"},
-                                                 {"0000:3b:00.1", "container "},
-                                                 {"0000:86:00.0", "vm-passthrough vfio-pci"},
-                                                 {"0000:86:00.1", "vm-passthrough vfio-pci"}});
+  CHECK(to ==
+        std::map<std::string, std::string>{{"0000:3b:00.0", "container a driver of module nvidia"},
+                                           {"0000:3b:00.1", "container its own driver"},
+                                           {"0000:86:00.0", "vm-passthrough vfio-pci"},
+                                           {"0000:86:00.1", "vm-passthrough vfio-pci"}});
   CHECK(r.driver("0000:3b:00.0") == std::optional<std::string>("nvidia"));
   CHECK(r.driver("0000:3b:00.1") == std::optional<std::string>("snd_hda_intel"));
   CHECK(r.driver("0000:86:00.0") == std::optional<std::string>("vfio-pci"));

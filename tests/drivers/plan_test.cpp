@@ -58,7 +58,9 @@ TEST_CASE("container mode refuses a GPU held by nouveau with the blacklist advic
   auto sel = selectDevices(*s, {});
   auto p = makePlan(*s, *sel, {Mode::kContainer, "nvidia", ""});
   REQUIRE_FALSE(p);
-  CHECK_THAT(p.error().describe(), Catch::Contains("is bound to nouveau, not nvidia"));
+  CHECK_THAT(p.error().describe(),
+             Catch::Contains(
+                 "is bound to nouveau, not a driver of module nvidia (nvidia, nvidia-nvswitch)"));
   CHECK_THAT(p.error().describe(), Catch::Contains("blacklist nouveau"));
 }
 

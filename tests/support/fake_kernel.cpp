@@ -17,8 +17,9 @@ namespace {
 
 // Which driver claims what in the fake world, in probe order (nvidia wins over nouveau, as the
 // real nvidia package arranges with its blacklist).
-constexpr const char* kProbeOrder[] = {"nvidia", "standin", "snd_hda_intel", "xhci_hcd", "ucsi_ccg",
-                                       "nvme",   "e1000e",  "pcieport",      "nouveau"};
+constexpr const char* kProbeOrder[] = {"nvidia",   "nvidia-nvswitch", "standin", "snd_hda_intel",
+                                       "xhci_hcd", "ucsi_ccg",        "nvme",    "e1000e",
+                                       "pcieport", "nouveau"};
 
 std::string trimmed(std::string_view s) { return std::string(trim(s)); }
 
@@ -53,20 +54,40 @@ void FakeKernel::putFile(const std::string& path, const std::string& text, mode_
 
 namespace {}  // namespace
 
-std::string fakeDriverOfModule(const std::string& module) {
+std::vector<std::string> fakeDriversOfModule(const std::string& module) {
   const std::string m = normalizeModuleName(module);
-  if (startsWith(m, "vfio_pci") || m == "nvgrace_gpu_vfio_pci") return vfioDriverName(m);
-  if (m == "pci_stub") return "pci-stub";
-  if (m == "pci_pf_stub") return "pci-pf-stub";
-  return m;
+  if (startsWith(m, "vfio_pci") || m == "nvgrace_gpu_vfio_pci") return {vfioDriverName(m)};
+  if (m == "pci_stub") return {"pci-stub"};
+  if (m == "pci_pf_stub") return {"pci-pf-stub"};
+  // nvidia.ko registers two PCI drivers: nvidia (GPUs) and nvidia-nvswitch (NVSwitches;
+  // NVSWITCH_DRIVER_NAME in NVIDIA/open-gpu-kernel-modules).
+  if (m == "nvidia") return {"nvidia", "nvidia-nvswitch"};
+  return {m};
+}
+
+std::string fakeModuleOfDriver(const std::string& driver) {
+  if (driver == "nvidia-nvswitch") return "nvidia";
+  return normalizeModuleName(driver);  // vfio-pci -> vfio_pci, pci-pf-stub -> pci_pf_stub
+}
+
+void addFakeDriver(const fs::path& root, const std::string& driver, const std::string& module) {
+  const fs::path dir = root / pciDriverPath(driver);
+  fs::create_directories(dir);
+  for (const char* f : {"bind", "unbind", "new_id", "remove_id"}) {
+    if (!fs::exists(dir / f)) std::ofstream(dir / f).flush();
+  }
+  std::error_code ec;
+  fs::create_directories(root / "sys/module" / module, ec);
+  if (!fs::is_symlink(dir / "module", ec))
+    fs::create_directory_symlink("../../../../module/" + module, dir / "module", ec);
 }
 
 FakeKernel::FakeKernel(fs::path root) : fs_(std::move(root)) {}
 
 bool FakeKernel::driverMatches(const std::string& d, const PciFunction& f) const {
   const uint16_t p = classPrefix(f.classCode);
-  if (d == "nvidia")
-    return f.id.vendor == kNvidiaVendor && (baseClass(f.classCode) == 0x03 || p == 0x0680);
+  if (d == "nvidia") return f.id.vendor == kNvidiaVendor && baseClass(f.classCode) == 0x03;
+  if (d == "nvidia-nvswitch") return f.id.vendor == kNvidiaVendor && p == 0x0680;
   if (d == "nouveau") return f.id.vendor == kNvidiaVendor && baseClass(f.classCode) == 0x03;
   if (d == "standin") return f.id == PciId{0x1234, 0x11e8};
   if (d == "snd_hda_intel") return p == 0x0403;
@@ -251,16 +272,15 @@ Status FakeKernel::loadModule(const std::string& module) {
   (void)fs_.makeDirs(hostPath("sys/module", m), 0755);
   auto mods = fs_.read("proc/modules").value_or("");
   (void)put("proc/modules", mods + m + " 16384 0 - Live 0x0000000000000000\n", 0444);
-  const std::string drv = fakeDriverOfModule(m);
-  (void)fs_.makeDirs(pciDriverPath(drv), 0755);
-  for (const char* f : {"bind", "unbind", "new_id", "remove_id"}) {
-    (void)put(hostPath(pciDriverPath(drv), f), "", 0200);
-  }
+  const auto drivers = fakeDriversOfModule(m);
+  for (const auto& drv : drivers) addFakeDriver(fs_.root(), drv, m);
   // driver_register() attaches the new driver to every unbound device it matches.
   if (auto devs = fs_.list("sys/bus/pci/devices")) {
     for (const auto& d : *devs) {
-      int err = 0;
-      if (auto b = parseBdf(d)) (void)bind(*b, drv, &err);
+      for (const auto& drv : drivers) {
+        int err = 0;
+        if (auto b = parseBdf(d); b && bind(*b, drv, &err)) break;
+      }
     }
   }
   return {};

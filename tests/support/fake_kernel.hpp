@@ -200,7 +200,13 @@ class FakeModules final : public ModuleLoader {
   FakeKernel& k_;
 };
 
-// The driver a module registers in the fake world ("vfio_pci" -> "vfio-pci").
-std::string fakeDriverOfModule(const std::string& module);
+// The drivers a module registers in the fake world ("vfio_pci" -> "vfio-pci"; "nvidia" -> "nvidia"
+// and "nvidia-nvswitch", as nvidia.ko does), and the module of a driver.
+std::vector<std::string> fakeDriversOfModule(const std::string& module);
+std::string fakeModuleOfDriver(const std::string& driver);
+// A registered driver's directory: its bind, unbind, new_id and remove_id files, and its module
+// link to sys/module/<module> (drivers/base/module.c module_add_driver).
+void addFakeDriver(const std::filesystem::path& root, const std::string& driver,
+                   const std::string& module);
 
 }  // namespace hostprep::test

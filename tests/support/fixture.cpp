@@ -175,10 +175,7 @@ void expandHostYaml(const fs::path& root, const std::string& yaml) {
   std::set<std::string> loaded;
   for (const auto& m : h["modules"]) loaded.insert(normalizeModuleName(m.as<std::string>()));
   for (const auto& d : h["devices"]) {
-    if (d["driver"]) {
-      const std::string drv = d["driver"].as<std::string>();
-      loaded.insert(normalizeModuleName(drv == "vfio-pci" ? "vfio_pci" : drv));
-    }
+    if (d["driver"]) loaded.insert(fakeModuleOfDriver(d["driver"].as<std::string>()));
   }
   std::string dep;
   std::set<std::string> available(loaded);
@@ -194,11 +191,7 @@ void expandHostYaml(const fs::path& root, const std::string& yaml) {
   for (const auto& m : loaded) {
     procModules += m + " 16384 0 - Live 0x0000000000000000\n";
     fs::create_directories(root / "sys/module" / m);
-    const fs::path drv = root / "sys/bus/pci/drivers" / fakeDriverOfModule(m);
-    writeFile(drv / "bind", "");
-    writeFile(drv / "unbind", "");
-    writeFile(drv / "new_id", "");
-    writeFile(drv / "remove_id", "");
+    for (const auto& drv : fakeDriversOfModule(m)) addFakeDriver(root, drv, m);
   }
   writeFile(root / "proc/modules", procModules);
 
@@ -298,7 +291,8 @@ std::map<std::string, std::string> Fixture::deviceState() const {
   }
   for (const auto& drv : fs::directory_iterator(root_ / "sys/bus/pci/drivers")) {
     for (const auto& e : fs::directory_iterator(drv.path())) {
-      if (fs::is_symlink(e.symlink_status())) {
+      // Its devices' links (not its module link, which a module load adds with the driver).
+      if (fs::is_symlink(e.symlink_status()) && e.path().filename() != "module") {
         out["drivers/" + drv.path().filename().string() + "/" + e.path().filename().string()] =
             "link";
       }
