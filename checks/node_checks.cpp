@@ -464,8 +464,20 @@ void checkSplit(NodeResult& n, const NodeFacts& f) {
   // What each mode's plugin should count (NVIDIA/k8s-device-plugin: one nvidia.com/gpu per GPU on
   // the nvidia driver; NVIDIA/kubevirt-gpu-device-plugin: one PCI-name device per vfio-pci GPU).
   // vGPU counts depend on the vGPU config: only their presence is checked here (see checkVgpu).
+  // With the device plugins off, the DRA driver's devices stand for them (see checkResources).
+  const DraNodeDevices* dra = f.dra;
   const int64_t container = split.of(Mode::kContainer);
-  if (container > 0 && containerCountable) {
+  const bool containerByDra =
+      allocatable[static_cast<size_t>(Mode::kContainer)] == 0 && dra && dra->gpus > 0;
+  if (container > 0 && containerByDra && dra->gpusKnown && dra->gpus != container) {
+    addFinding(n, "split-count-mismatch", Severity::kError,
+               "the DRA driver " + std::string(kNvidiaDraDriver) + " publishes " +
+                   plural(dra->gpus, "GPU", "GPUs") +
+                   " (devices of type gpu or mig, ResourceSlice " + dra->slice + ") but " +
+                   declared + " has " + plural(container, "container GPU", "container GPUs"),
+               "check the DRA driver's kubelet plugin on the node: it publishes the GPUs on the "
+               "nvidia driver, so restart it after 'hostprep agent --once' converged");
+  } else if (container > 0 && containerCountable && !containerByDra) {
     const int64_t have = allocatable[static_cast<size_t>(Mode::kContainer)];
     const int64_t want = container * f.replicas.value_or(1);
     if (have != want) {
@@ -480,7 +492,17 @@ void checkSplit(NodeResult& n, const NodeFacts& f) {
     }
   }
   const int64_t passthrough = split.of(Mode::kVmPassthrough);
-  if (passthrough > 0) {
+  const bool passthroughByDra =
+      allocatable[static_cast<size_t>(Mode::kVmPassthrough)] == 0 && dra && dra->vfio > 0;
+  if (passthrough > 0 && passthroughByDra && dra->vfio != passthrough) {
+    addFinding(n, "split-count-mismatch", Severity::kError,
+               "the DRA driver " + std::string(kNvidiaDraDriver) + " publishes " +
+                   plural(dra->vfio, "device", "devices") + " of type vfio (ResourceSlice " +
+                   dra->slice + ") but " + declared + " has " +
+                   plural(passthrough, "vm-passthrough GPU", "vm-passthrough GPUs"),
+               "check the DRA driver's kubelet plugin on the node: it publishes the GPUs on "
+               "vfio-pci, so restart it after 'hostprep agent --once' converged");
+  } else if (passthrough > 0 && !passthroughByDra) {
     const auto& have = names[static_cast<size_t>(Mode::kVmPassthrough)];
     const int64_t sum = allocatable[static_cast<size_t>(Mode::kVmPassthrough)];
     if (sum != passthrough) {

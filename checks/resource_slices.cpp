@@ -130,7 +130,8 @@ void checkResourceSlices(CheckNodeReport& report, const std::vector<SliceDevice>
     }
     const bool passthrough = n->hasGpus && n->mode == Mode::kVmPassthrough;
     const std::string mode = n->hasGpus ? std::string(toString(n->mode)) : "(no GPU)";
-    if (!vfio.empty() && !passthrough) {
+    // Every valid split has vm-passthrough GPUs and GPUs on the host driver: both types belong.
+    if (!vfio.empty() && !passthrough && !n->split) {
       addFinding(*n, "dra-vfio-wrong-mode", Severity::kError,
                  "the DRA driver gpu.nvidia.com publishes " +
                      plural(static_cast<int64_t>(vfio.size()), "device", "devices") +
@@ -142,7 +143,7 @@ void checkResourceSlices(CheckNodeReport& report, const std::vector<SliceDevice>
                  "vm-passthrough' there), or stop the DRA driver from publishing passthrough "
                  "devices on it");
     }
-    if (!gpu.empty() && passthrough) {
+    if (!gpu.empty() && passthrough && !n->split) {
       addFinding(*n, "dra-gpu-on-passthrough", Severity::kError,
                  "the DRA driver gpu.nvidia.com publishes " +
                      plural(static_cast<int64_t>(gpu.size()), "device", "devices") +

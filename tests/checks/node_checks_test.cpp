@@ -376,3 +376,62 @@ TEST_CASE("a node advertised by the DRA driver's ResourceSlices has its mode's r
     CHECK(ids(r3, Severity::kInfo).empty());
   }
 }
+
+TEST_CASE("a split node whose GPUs the DRA driver publishes", "[check-node][split][dra]") {
+  // gpu-mx with the device plugins off: its 2 + 2 GPUs in a v1beta1 slice instead.
+  auto in = mixedInput();
+  auto& mx = node(in, 0)["status"];
+  for (const char* part : {"capacity", "allocatable"}) {
+    mx[part].erase("nvidia.com/gpu");
+    mx[part].erase("nvidia.com/GA102GL_A10");
+  }
+  auto dev = [](const std::string& name, const std::string& type, const std::string& bus) {
+    return nlohmann::json{{"name", name},
+                          {"basic",
+                           {{"attributes",
+                             {{"type", {{"string", type}}},
+                              {"productName", {{"string", "NVIDIA A10"}}},
+                              {"resource.kubernetes.io/pcieRoot", {{"string", "pci0000:00"}}},
+                              {"pcieBusID", {{"string", bus}}}}}}}};
+  };
+  nlohmann::json slice{
+      {"apiVersion", "resource.k8s.io/v1beta1"},
+      {"kind", "ResourceSlice"},
+      {"metadata", {{"name", "gpu-mx-gpu.nvidia.com-b7r2c"}}},
+      {"spec",
+       {{"driver", "gpu.nvidia.com"},
+        {"nodeName", "gpu-mx"},
+        {"pool", {{"generation", 1}, {"name", "gpu-mx"}, {"resourceSliceCount", 1}}},
+        {"devices",
+         {dev("gpu-0", "gpu", "0000:17:00.0"), dev("gpu-1", "gpu", "0000:31:00.0"),
+          dev("gpu-vfio-0", "vfio", "0000:b1:00.0"), dev("gpu-vfio-1", "vfio", "0000:ca:00.0")}}}}};
+  in.resourceSlices = {Document{"slices.yaml", slice}};
+  auto r = check(in);
+  CHECK(ids(r, Severity::kInfo).empty());
+
+  auto& devices = in.resourceSlices.front().body["spec"]["devices"];
+  SECTION("one vm-passthrough GPU short") {
+    devices.erase(3);
+    auto r2 = check(in);
+    CHECK(ids(r2, Severity::kInfo) == std::vector<std::string>{"split-count-mismatch@gpu-mx"});
+    CHECK(find(r2, "split-count-mismatch", "gpu-mx")->message ==
+          std::string("the DRA driver gpu.nvidia.com publishes 1 device of type vfio "
+                      "(ResourceSlice gpu-mx-gpu.nvidia.com-b7r2c) but ") +
+              kSplitS + " has 2 vm-passthrough GPUs");
+  }
+  SECTION("one GPU too many on the host driver") {
+    devices.push_back(dev("gpu-2", "gpu", "0000:4b:00.0"));
+    auto r2 = check(in);
+    CHECK(ids(r2, Severity::kInfo) == std::vector<std::string>{"split-count-mismatch@gpu-mx"});
+    CHECK(find(r2, "split-count-mismatch", "gpu-mx")->message ==
+          std::string("the DRA driver gpu.nvidia.com publishes 3 GPUs (devices of type gpu or "
+                      "mig, ResourceSlice gpu-mx-gpu.nvidia.com-b7r2c) but ") +
+              kSplitS + " has 2 container GPUs");
+  }
+  SECTION("without the slices nothing counts the split's GPUs") {
+    in.resourceSlices.clear();
+    auto r2 = check(in);
+    CHECK(ids(r2, Severity::kInfo) ==
+          std::vector<std::string>{"split-count-mismatch@gpu-mx", "split-count-mismatch@gpu-mx"});
+  }
+}
