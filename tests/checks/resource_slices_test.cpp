@@ -99,7 +99,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("the driver's pcieBusID, uuid and parentUUID; the devices of each node",
+TEST_CASE("the driver's pcieBusID, uuid and parentUUID, and the devices of each node",
           "[check-node][dra]") {
   auto devs = readResourceSlices(load("dra-only/resourceslices.json"));
   REQUIRE(devs);
