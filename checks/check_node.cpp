@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <unordered_map>
 
 #include "checks/cluster_inputs.hpp"
@@ -59,6 +60,7 @@ struct Cluster {
   Policy policy;
   Statuses statuses;
   std::optional<KubeVirtView> kubevirt;
+  std::optional<std::map<std::string, DraNodeDevices>> dra;  // with --resource-slices
 };
 
 // One node: its result, with every per-node finding.
@@ -73,7 +75,12 @@ NodeResult checkNode(const NodeDoc& d, const Cluster& c, const CheckNodeInput& i
       cordon && scalarText(*cordon) == std::optional<std::string>("true")) {
     n.scheduling = Scheduling::kCordoned;
   }
-  const NodeFacts f = readNodeFacts(body, c.statuses, n.name);
+  NodeFacts f = readNodeFacts(body, c.statuses, n.name);
+  static const DraNodeDevices kNoDevices;
+  if (c.dra) {
+    auto it = c.dra->find(n.name);
+    f.dra = it == c.dra->end() ? &kNoDevices : &it->second;
+  }
   if (f.status && f.status->gpus) {
     n.gpus = *f.status->gpus;
   } else if (auto countLabel = f.labels.get(kGpuCountLabel)) {
@@ -82,7 +89,7 @@ NodeResult checkNode(const NodeDoc& d, const Cluster& c, const CheckNodeInput& i
   n.hasGpus = std::any_of(n.resources.begin(), n.resources.end(),
                           [](const ResourceCount& r) { return r.kind != ResourceKind::kOther; }) ||
               f.labels.is(kGpuPresentLabel, "true") || f.labels.get(kWorkloadLabel) ||
-              (n.gpus && *n.gpus > 0) || f.status;
+              (n.gpus && *n.gpus > 0) || f.status || (f.dra && f.dra->gpus + f.dra->vfio > 0);
   n.findings = std::move(bad);
   if (!n.hasGpus) return n;
   decideMode(n, f, c.policy);
@@ -126,6 +133,7 @@ Result<CheckNodeReport> checkNodes(const CheckNodeInput& in) {
   c.kubevirt = std::move(*kv);
   auto slices = readResourceSlices(in.resourceSlices);
   if (!slices) return slices.error();
+  if (!in.resourceSlices.empty()) c.dra = draDevicesByNode(*slices);
   auto docs = collectNodes(in.nodes);
   if (!docs) return docs.error();
 

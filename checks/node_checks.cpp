@@ -15,7 +15,8 @@ namespace hostprep {
 using nlohmann::json;
 
 NodeFacts readNodeFacts(const json& node, const Statuses& statuses, const std::string& name) {
-  NodeFacts f{Labels(at(node, {"metadata", "labels"})), statuses.find(name), false, std::nullopt};
+  NodeFacts f{Labels(at(node, {"metadata", "labels"})), statuses.find(name), false, std::nullopt,
+              nullptr};
   f.migSingle = f.labels.is(kMigStrategyLabel, "single");
   if (auto r = f.labels.get(kGpuReplicasLabel)) {
     if (auto v = parseUnsigned(*r); v && *v > 0 && *v < 1024) f.replicas = static_cast<int64_t>(*v);
@@ -292,7 +293,18 @@ void checkResources(NodeResult& n, const NodeFacts& f, const Policy& policy) {
   for (const auto& r : n.resources) {
     if (r.kind == want) mine.push_back(&r);
   }
-  if (mine.empty()) {
+  // With the device plugin off, the DRA driver's ResourceSlices are the node's advertisement
+  // (NVIDIA/k8s-dra-driver-gpu publishes a GPU on the host driver as type gpu, or its MIG devices
+  // as type mig, and one on vfio-pci as type vfio; the GPU Operator's "DRA Driver for NVIDIA GPUs"
+  // page installs it with devicePlugin.enabled=false). It has no vGPU devices.
+  const std::string_view draType = n.mode == Mode::kContainer       ? "gpu"
+                                   : n.mode == Mode::kVmPassthrough ? "vfio"
+                                                                    : "";
+  const int64_t draShown = !f.dra                           ? 0
+                           : n.mode == Mode::kContainer     ? f.dra->gpus
+                           : n.mode == Mode::kVmPassthrough ? f.dra->vfio
+                                                            : 0;
+  if (mine.empty() && draShown == 0) {
     static const char* kWhy[] = {
         "no nvidia.com/gpu in the node's capacity: the device plugin is not running or found no "
         "GPU on the nvidia driver",
@@ -301,8 +313,13 @@ void checkResources(NodeResult& n, const NodeFacts& f, const Policy& policy) {
         "running, or no GPU is bound to vfio-pci",
         "no vGPU type resource (nvidia.com/NVIDIA_<type>): no vGPU device was created, or the "
         "sandbox device plugin started before they existed"};
+    std::string dra;
+    if (f.dra && !draType.empty()) {
+      dra = "; nor does the DRA driver " + std::string(kNvidiaDraDriver) +
+            " publish a device of type " + std::string(draType) + " on it in the ResourceSlices";
+    }
     addFinding(n, "mode-resource-missing", Severity::kError,
-               std::string(kWhy[static_cast<int>(n.mode)]) + " (mode " + mode + ")",
+               std::string(kWhy[static_cast<int>(n.mode)]) + " (mode " + mode + ")" + dra,
                "run 'hostprep prepare --mode " + mode + "' on the node, then check the " +
                    (n.mode == Mode::kContainer ? "nvidia-device-plugin" : "sandbox device plugin") +
                    " pod on it");
@@ -351,7 +368,22 @@ void checkResources(NodeResult& n, const NodeFacts& f, const Policy& policy) {
     }
   }
 
-  // GPU count against what the mode's plugin shows (vGPU: see checkVgpu).
+  // GPU count against what the mode's plugin shows (vGPU: see checkVgpu), or the DRA driver.
+  if (n.gpus && mine.empty() && draShown > 0 && draShown < *n.gpus &&
+      (n.mode != Mode::kContainer || f.dra->gpusKnown)) {
+    addFinding(n, "gpu-count-mismatch", Severity::kWarning,
+               "the node has " + plural(*n.gpus, "GPU", "GPUs") + " but the DRA driver " +
+                   std::string(kNvidiaDraDriver) + " publishes only " +
+                   (n.mode == Mode::kContainer
+                        ? plural(draShown, "GPU", "GPUs") + " (devices of type gpu or mig)"
+                        : plural(draShown, "device", "devices") + " of type vfio") +
+                   " on it (ResourceSlice " + f.dra->slice + ")",
+               n.mode == Mode::kContainer
+                   ? "check the DRA driver's kubelet plugin log on the node: some GPUs are not on "
+                     "the nvidia driver or are unhealthy"
+                   : "some GPUs are not on vfio-pci: run 'hostprep prepare --mode vm-passthrough' "
+                     "on the node and restart the DRA driver's kubelet plugin there");
+  }
   if (!n.gpus || mine.empty()) return;
   int64_t total = 0;
   for (const auto* r : mine) total += r->shown();
@@ -432,8 +464,20 @@ void checkSplit(NodeResult& n, const NodeFacts& f) {
   // What each mode's plugin should count (NVIDIA/k8s-device-plugin: one nvidia.com/gpu per GPU on
   // the nvidia driver; NVIDIA/kubevirt-gpu-device-plugin: one PCI-name device per vfio-pci GPU).
   // vGPU counts depend on the vGPU config: only their presence is checked here (see checkVgpu).
+  // With the device plugins off, the DRA driver's devices stand for them (see checkResources).
+  const DraNodeDevices* dra = f.dra;
   const int64_t container = split.of(Mode::kContainer);
-  if (container > 0 && containerCountable) {
+  const bool containerByDra =
+      allocatable[static_cast<size_t>(Mode::kContainer)] == 0 && dra && dra->gpus > 0;
+  if (container > 0 && containerByDra && dra->gpusKnown && dra->gpus != container) {
+    addFinding(n, "split-count-mismatch", Severity::kError,
+               "the DRA driver " + std::string(kNvidiaDraDriver) + " publishes " +
+                   plural(dra->gpus, "GPU", "GPUs") +
+                   " (devices of type gpu or mig, ResourceSlice " + dra->slice + ") but " +
+                   declared + " has " + plural(container, "container GPU", "container GPUs"),
+               "check the DRA driver's kubelet plugin on the node: it publishes the GPUs on the "
+               "nvidia driver, so restart it after 'hostprep agent --once' converged");
+  } else if (container > 0 && containerCountable && !containerByDra) {
     const int64_t have = allocatable[static_cast<size_t>(Mode::kContainer)];
     const int64_t want = container * f.replicas.value_or(1);
     if (have != want) {
@@ -448,7 +492,17 @@ void checkSplit(NodeResult& n, const NodeFacts& f) {
     }
   }
   const int64_t passthrough = split.of(Mode::kVmPassthrough);
-  if (passthrough > 0) {
+  const bool passthroughByDra =
+      allocatable[static_cast<size_t>(Mode::kVmPassthrough)] == 0 && dra && dra->vfio > 0;
+  if (passthrough > 0 && passthroughByDra && dra->vfio != passthrough) {
+    addFinding(n, "split-count-mismatch", Severity::kError,
+               "the DRA driver " + std::string(kNvidiaDraDriver) + " publishes " +
+                   plural(dra->vfio, "device", "devices") + " of type vfio (ResourceSlice " +
+                   dra->slice + ") but " + declared + " has " +
+                   plural(passthrough, "vm-passthrough GPU", "vm-passthrough GPUs"),
+               "check the DRA driver's kubelet plugin on the node: it publishes the GPUs on "
+               "vfio-pci, so restart it after 'hostprep agent --once' converged");
+  } else if (passthrough > 0 && !passthroughByDra) {
     const auto& have = names[static_cast<size_t>(Mode::kVmPassthrough)];
     const int64_t sum = allocatable[static_cast<size_t>(Mode::kVmPassthrough)];
     if (sum != passthrough) {

@@ -8,6 +8,7 @@
 
 #include "checks/check_node.hpp"
 #include "checks/cluster_inputs.hpp"
+#include "checks/resource_slices.hpp"
 
 namespace hostprep {
 
@@ -37,6 +38,9 @@ struct NodeFacts {
   const StatusView* status = nullptr;  // the node's hostprep status document, if given
   bool migSingle = false;              // nvidia.com/mig.strategy=single
   std::optional<int64_t> replicas;     // nvidia.com/gpu.replicas (time-slicing), when valid
+  // What gpu.nvidia.com publishes on the node in --resource-slices: nullptr without the option,
+  // else the node's devices (none when no slice names it).
+  const DraNodeDevices* dra = nullptr;
 };
 NodeFacts readNodeFacts(const nlohmann::json& node, const Statuses& statuses,
                         const std::string& name);
@@ -47,7 +51,9 @@ void decideMode(NodeResult& n, const NodeFacts& f, const Policy& policy);
 void readSplit(NodeResult& n, const NodeFacts& f);
 // 2. nvidia.com/gpu.deploy.* against the table of operands of the node's mode.
 void checkDeployLabels(NodeResult& n, const NodeFacts& f);
-// 3. Resource kinds, zero allocatable, capacity against allocatable, the GPU count.
+// 3. Resource kinds, zero allocatable, capacity against allocatable, the GPU count. A node without
+// a resource of its mode whose GPUs the DRA driver publishes (gpu devices on a container node,
+// vfio devices on a vm-passthrough one) is advertised by its ResourceSlices instead.
 void checkResources(NodeResult& n, const NodeFacts& f, const Policy& policy);
 // 3b. A split node's resources against its declared split, instead of checkResources.
 void checkSplit(NodeResult& n, const NodeFacts& f);

@@ -53,15 +53,44 @@ Result<std::vector<SliceDevice>> readResourceSlices(const std::vector<Document>&
       // v1beta1 nests the attributes under "basic"; v1 and v1beta2 do not.
       const json* attrs = at(dev, {"basic", "attributes"});
       if (!attrs) attrs = at(dev, {"attributes"});
-      SliceDevice s{slice, node->get<std::string>(), dn->get<std::string>(), std::nullopt,
-                    std::nullopt};
+      SliceDevice s{slice, node->get<std::string>(), dn->get<std::string>(), {}, {}, {}, {}};
       if (attrs) {
         s.type = attribute(*attrs, "type");
         s.pciBusId = attribute(*attrs, kPciBusIdAttribute);
+        if (!s.pciBusId) s.pciBusId = attribute(*attrs, kDriverPciBusIdAttribute);
+        s.uuid = attribute(*attrs, "uuid");
+        s.parentUuid = attribute(*attrs, "parentUUID");
       }
       out.push_back(std::move(s));
     }
   }
+  return out;
+}
+
+std::map<std::string, DraNodeDevices> draDevicesByNode(const std::vector<SliceDevice>& devices) {
+  std::map<std::string, DraNodeDevices> out;
+  std::map<std::string, std::set<std::string>> gpus;  // node -> the GPUs of type gpu and mig
+  for (const auto& d : devices) {
+    DraNodeDevices& n = out[d.node];
+    const auto type = d.type.value_or("");
+    if (type == "vfio") {
+      ++n.vfio;
+    } else if (type == "gpu") {
+      // A GPU in MIG mode may also be published whole (DynamicMIG): its uuid is the mig
+      // devices' parentUUID, and it counts once.
+      gpus[d.node].insert(d.uuid ? "uuid " + *d.uuid : "name " + d.name);
+    } else if (type == "mig") {
+      if (d.parentUuid) {
+        gpus[d.node].insert("uuid " + *d.parentUuid);
+      } else {
+        n.gpusKnown = false;
+      }
+    } else {
+      continue;
+    }
+    if (n.slice.empty()) n.slice = d.slice;
+  }
+  for (auto& [node, n] : out) n.gpus = static_cast<int64_t>(gpus[node].size());
   return out;
 }
 
@@ -101,7 +130,8 @@ void checkResourceSlices(CheckNodeReport& report, const std::vector<SliceDevice>
     }
     const bool passthrough = n->hasGpus && n->mode == Mode::kVmPassthrough;
     const std::string mode = n->hasGpus ? std::string(toString(n->mode)) : "(no GPU)";
-    if (!vfio.empty() && !passthrough) {
+    // Every valid split has vm-passthrough GPUs and GPUs on the host driver: both types belong.
+    if (!vfio.empty() && !passthrough && !n->split) {
       addFinding(*n, "dra-vfio-wrong-mode", Severity::kError,
                  "the DRA driver gpu.nvidia.com publishes " +
                      plural(static_cast<int64_t>(vfio.size()), "device", "devices") +
@@ -113,7 +143,7 @@ void checkResourceSlices(CheckNodeReport& report, const std::vector<SliceDevice>
                  "vm-passthrough' there), or stop the DRA driver from publishing passthrough "
                  "devices on it");
     }
-    if (!gpu.empty() && passthrough) {
+    if (!gpu.empty() && passthrough && !n->split) {
       addFinding(*n, "dra-gpu-on-passthrough", Severity::kError,
                  "the DRA driver gpu.nvidia.com publishes " +
                      plural(static_cast<int64_t>(gpu.size()), "device", "devices") +

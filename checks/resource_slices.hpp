@@ -4,6 +4,8 @@
 // GPU on the host driver (NVIDIA/k8s-dra-driver-gpu).
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +17,10 @@ namespace hostprep {
 
 inline constexpr std::string_view kNvidiaDraDriver = "gpu.nvidia.com";
 inline constexpr std::string_view kPciBusIdAttribute = "resource.kubernetes.io/pciBusID";
+// The driver's own attribute for the same address: the resource.k8s.io/v1 devices of
+// NVIDIA/k8s-dra-driver-gpu's cmd/gpu-kubelet-plugin/deviceinfo.go (GetDevice of a GPU, a MIG
+// device and a vfio device) carry it; the standard one is read first.
+inline constexpr std::string_view kDriverPciBusIdAttribute = "pcieBusID";
 
 // One device of a gpu.nvidia.com ResourceSlice.
 struct SliceDevice {
@@ -22,8 +28,20 @@ struct SliceDevice {
   std::string node;                     // the slice's spec.nodeName
   std::string name;                     // spec.devices[].name
   std::optional<std::string> type;      // attribute "type": "gpu", "vfio", "mig", ...
-  std::optional<std::string> pciBusId;  // attribute resource.kubernetes.io/pciBusID
+  std::optional<std::string> pciBusId;  // attribute resource.kubernetes.io/pciBusID, else pcieBusID
+  std::optional<std::string> uuid;      // attribute uuid
+  std::optional<std::string> parentUuid;  // attribute parentUUID (a mig device's GPU)
 };
+
+// What the DRA driver publishes on one node: its advertisement when the device plugin is off
+// (the node's capacity then holds no nvidia.com/* resource).
+struct DraNodeDevices {
+  int64_t gpus = 0;       // GPUs on the host driver: type gpu, and each mig device's GPU once
+  bool gpusKnown = true;  // false: a mig device without parentUUID, its GPU cannot be told
+  int64_t vfio = 0;       // GPUs for passthrough: type vfio
+  std::string slice;      // the first slice that has them, for messages
+};
+std::map<std::string, DraNodeDevices> draDevicesByNode(const std::vector<SliceDevice>& devices);
 
 // Reads ResourceSlice documents and Lists of them, resource.k8s.io/v1 (attributes under
 // spec.devices[].attributes) and v1beta1 (under spec.devices[].basic.attributes). Slices of other

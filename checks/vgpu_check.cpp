@@ -1,11 +1,14 @@
 #include "checks/vgpu_check.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <functional>
 #include <map>
 #include <set>
 
 #include "checks/findings.hpp"
 #include "drivers/resource_names.hpp"
+#include "drivers/text.hpp"
 #include "drivers/vgpu_profiles.hpp"
 
 namespace hostprep {
@@ -16,7 +19,138 @@ struct Expected {
   std::string type;
   std::optional<int64_t> total;  // nullopt: GPU count unknown
   std::string why;               // "6 per GPU × 2 GPUs, built-in profile table"
+  bool inferred = false;         // also asked of GPUs a device-filter picks, their count unknown
 };
+
+// The GPUs of one model that one device-filter picks on a node whose GPU models are unknown (no
+// --status): how many there are is inferred from the types the node advertises.
+struct FilterGroup {
+  std::string filter;                     // "0x223610DE", as the config writes it
+  std::string model;                      // "A10"
+  std::map<std::string, int64_t> perGpu;  // type -> devices per GPU
+  std::string from;                       // "config 'x' in --vgpu-config"
+  int64_t gpus = 0;                       // the count found, once found
+};
+
+// The GPU model a vGPU type belongs to: its name up to the first '-' ("A10-12Q" -> "A10",
+// "A100-1-5C" -> "A100"), the GPU part of both type name patterns of NVIDIA/vgpu-device-manager
+// (pkg/types/vgpu_type.go). A type is made by that model's GPUs only.
+std::string modelOf(std::string_view type) { return std::string(type.substr(0, type.find('-'))); }
+
+// A device-filter as vgpu-device-manager's config writes it: "0x223610DE", "0x25B610DE:0x14D410DE".
+std::string filterText(PciId id) {
+  std::string hex = hexDigits(id.device, 4) + hexDigits(id.vendor, 4);
+  std::transform(hex.begin(), hex.end(), hex.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return "0x" + hex;
+}
+std::string filterText(const std::vector<VgpuDeviceFilter>& filters) {
+  std::vector<std::string> parts;
+  for (const auto& f : filters) {
+    parts.push_back(filterText(f.device) + (f.subsystem ? ":" + filterText(*f.subsystem) : ""));
+  }
+  return join(parts, ", ");
+}
+
+// Splits `gpus` GPUs among the groups (each group's gpus) so that every type in `need` gets
+// exactly its count (what the node advertises, less what entries for every GPU give). A group
+// none of whose types is advertised gets no GPU. False when no split fits; true also when the
+// search is too large to finish (a guess left unchecked rather than a false error).
+bool splitGpus(std::vector<FilterGroup>& groups, int64_t gpus,
+               const std::map<std::string, int64_t>& need) {
+  std::map<std::string, size_t> last;  // type -> the last group that gives it
+  for (size_t i = 0; i < groups.size(); ++i) {
+    for (const auto& [type, count] : groups[i].perGpu) {
+      if (need.count(type)) last[type] = i;
+    }
+  }
+  std::map<std::string, int64_t> sum;
+  int64_t budget = 1'000'000;
+  std::function<bool(size_t, int64_t)> place = [&](size_t i, int64_t left) -> bool {
+    if (i == groups.size()) return left == 0;
+    FilterGroup& g = groups[i];
+    const bool advertised = std::any_of(g.perGpu.begin(), g.perGpu.end(),
+                                        [&](const auto& t) { return need.count(t.first) != 0; });
+    for (int64_t k = 0; k <= (advertised ? left : 0); ++k) {
+      if (--budget < 0) return true;
+      bool fits = true;
+      for (const auto& [type, count] : g.perGpu) {
+        auto want = need.find(type);
+        if (want == need.end()) continue;
+        const int64_t got = sum[type] + k * count;
+        if (got > want->second || (last[type] == i && got != want->second)) fits = false;
+      }
+      if (!fits) continue;
+      for (const auto& [type, count] : g.perGpu) sum[type] += k * count;
+      g.gpus = k;
+      const bool found = place(i + 1, left - k);
+      for (const auto& [type, count] : g.perGpu) sum[type] -= k * count;
+      if (found) return true;
+    }
+    return false;
+  };
+  return place(0, gpus);
+}
+
+// What to do about a count the config does not give.
+std::string countFix() {
+  return "check " + std::string(kVgpuStateLabel) +
+         " and the vgpu-device-manager log; on Ampere and newer each vGPU needs its own SR-IOV "
+         "VF (hostprep prepare --mode vm-vgpu enables them); the sandbox device plugin counts "
+         "devices only when it starts, so restart it after the devices exist";
+}
+
+// No split of the node's GPUs among the groups fits (splitGpus): a type whose count no number of
+// GPUs gives is named on its own; when each fits alone, one finding names the GPUs each implies.
+void countMismatchUnsplit(NodeResult& n, const std::vector<FilterGroup>& groups,
+                          const std::map<std::string, int64_t>& need,
+                          const std::map<std::string, const ResourceCount*>& have,
+                          const std::string& config) {
+  const int64_t gpus = *n.gpus;
+  const std::string label = std::string(kVgpuConfigLabel) + "=" + config;
+  const std::string nodeGpus = plural(gpus, "GPU", "GPUs");
+  std::vector<std::string> implied;
+  std::set<std::string> seen;
+  bool eachFits = true;
+  for (const auto& g : groups) {
+    for (const auto& entry : g.perGpu) {
+      const std::string& type = entry.first;  // not a structured binding: the lambda captures it
+      const int64_t count = entry.second;
+      auto it = need.find(type);
+      if (it == need.end() || !seen.insert(type).second) continue;
+      const ResourceCount& r = *have.at(type);
+      const std::string shown = std::to_string(r.shown()) + " × " + r.name;
+      const int64_t fixed = r.shown() - it->second;  // from entries for every GPU
+      const std::string plus =
+          fixed ? " on top of " + std::to_string(fixed) + " from entries for every GPU" : "";
+      const auto givers = std::count_if(groups.begin(), groups.end(), [&](const FilterGroup& x) {
+        return x.perGpu.count(type) != 0;
+      });
+      if (givers > 1 || count == 0) {
+        implied.push_back(shown);
+        continue;
+      }
+      if (it->second >= 0 && it->second % count == 0 && it->second / count <= gpus) {
+        implied.push_back(plural(it->second / count, "GPU", "GPUs") + " of " + g.filter + " for " +
+                          shown + " at " + std::to_string(count) + " per GPU" + plus);
+        continue;
+      }
+      eachFits = false;
+      addFinding(n, "vgpu-count-mismatch", Severity::kError,
+                 "advertises " + shown + ", but " + label + " gives " + std::to_string(count) +
+                     " per " + g.model + " GPU that device-filter " + g.filter + " matches (" +
+                     g.from + ")" + plus + ": no number of the node's " + nodeGpus + " gives " +
+                     std::to_string(r.shown()),
+                 countFix(), r.name);
+    }
+  }
+  if (!eachFits) return;
+  addFinding(n, "vgpu-count-mismatch", Severity::kError,
+             "the advertised vGPU types need " + join(implied, ", ") + ", but " + label + " (" +
+                 groups.front().from + ") splits the node's " + nodeGpus +
+                 " among its device-filters: no split gives every type its count",
+             countFix());
+}
 
 }  // namespace
 
@@ -70,6 +204,22 @@ void checkVgpu(NodeResult& n, const NodeFacts& f, const std::optional<VgpuConfig
   const std::string allGpusWord = n.gpus ? plural(*n.gpus, "GPU", "GPUs") : std::string();
   auto matching = [](int64_t k) { return plural(k, "matching GPU", "matching GPUs"); };
   const std::vector<uint16_t> ids = st ? st->gpuDeviceIds : std::vector<uint16_t>{};
+  // Without the GPUs' device ids, the GPUs a device-filter picks are counted by model, from what
+  // the node advertises: `count` devices of `type` on each GPU of `filter`.
+  std::vector<FilterGroup> groups;
+  auto perFilteredGpu = [&](const std::string& filter, const std::string& type, int64_t count,
+                            const std::string& from) {
+    const std::string model = modelOf(type);
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const FilterGroup& x) {
+      return x.filter == filter && x.model == model;
+    });
+    if (g == groups.end()) g = groups.insert(groups.end(), FilterGroup{filter, model, {}, from, 0});
+    g->perGpu[type] += count;
+    auto it =
+        std::find_if(want.begin(), want.end(), [&](const Expected& e) { return e.type == type; });
+    if (it == want.end()) it = want.insert(want.end(), Expected{type, 0, "", false});
+    it->inferred = true;
+  };
   if (configs) {
     const auto* entries = configs->find(config);
     if (!entries) {
@@ -103,6 +253,12 @@ void checkVgpu(NodeResult& n, const NodeFacts& f, const std::optional<VgpuConfig
           bool shows = std::any_of(e.vgpuDevices.begin(), e.vgpuDevices.end(),
                                    [&](const auto& t) { return have.count(t.first) != 0; });
           if (!shows) continue;
+          if (!e.devices) {
+            // How many GPUs it matches is inferred from the counts, model by model.
+            for (const auto& [type, count] : e.vgpuDevices)
+              perFilteredGpu(filterText(e.filters), type, count, from);
+            continue;
+          }
           assumedFilter = true;
         }
       }
@@ -131,8 +287,8 @@ void checkVgpu(NodeResult& n, const NodeFacts& f, const std::optional<VgpuConfig
     } else {
       for (const auto& d : vgpuProfiles().defaults) {
         if (!have.count(d.type)) continue;
-        perGpu(d.type, d.count, allGpus, allGpusWord, "the operator's default config");
-        any = assumedFilter = true;
+        perFilteredGpu(filterText(d.device), d.type, d.count, "the operator's default config");
+        any = true;
       }
     }
     if (!any) unknown = "the 'default' config depends on the GPU model, which is unknown here";
@@ -183,31 +339,49 @@ void checkVgpu(NodeResult& n, const NodeFacts& f, const std::optional<VgpuConfig
             " and restart the sandbox device "
             "plugin on the node");
   }
-  // Counts.
+  // Counts: first the types of GPUs a device-filter picks, their number unknown. Their counts
+  // must come from one split of the node's GPUs among the filters' models.
   bool countUnknown = false;
+  if (!groups.empty() && !n.gpus) countUnknown = true;
+  if (!groups.empty() && n.gpus) {
+    std::map<std::string, int64_t> need;  // advertised, less what entries for every GPU give
+    for (const auto& e : want) {
+      auto h = have.find(e.type);
+      if (e.inferred && h != have.end() && e.total) need[e.type] = h->second->shown() - *e.total;
+    }
+    if (splitGpus(groups, *n.gpus, need)) {
+      std::vector<std::string> split;
+      for (const auto& g : groups) {
+        if (g.gpus == 0) continue;
+        std::vector<std::string> types;
+        for (const auto& t : g.perGpu) types.push_back(t.first);
+        split.push_back(plural(g.gpus, "GPU", "GPUs") + " of " + g.filter + " (" +
+                        join(types, ", ") + ")");
+      }
+      addFinding(n, "vgpu-device-filter-assumed", Severity::kInfo,
+                 "the GPU models are unknown: the GPUs each device-filter matches were inferred "
+                 "from the vGPU types the node advertises: " +
+                     join(split, ", ") + " of its " + plural(*n.gpus, "GPU", "GPUs"),
+                 "pass the node's hostprep status document with --status to check by device id");
+    } else {
+      countMismatchUnsplit(n, groups, need, have, config);
+    }
+  }
   for (const auto& e : want) {
     auto h = have.find(e.type);
-    if (h == have.end()) continue;
+    if (h == have.end() || e.inferred) continue;
     if (!e.total) {
       countUnknown = true;
       continue;
     }
     const int64_t got = h->second->shown();
     if (got != *e.total) {
-      addFinding(
-          n, "vgpu-count-mismatch", Severity::kError,
-          "advertises " + std::to_string(got) + " × " + h->second->name + ", but " +
-              std::string(kVgpuConfigLabel) + "=" + config + " on " +
-              plural(*n.gpus, "GPU", "GPUs") + " must give " + std::to_string(*e.total) + " (" +
-              e.why + ")",
-          "check " + std::string(kVgpuStateLabel) +
-              " and the vgpu-device-manager log; on Ampere "
-              "and newer each vGPU needs its own SR-IOV VF (hostprep prepare --mode vm-vgpu "
-              "enables "
-              "them); the sandbox device plugin counts devices only when it starts, so restart "
-              "it "
-              "after the devices exist",
-          h->second->name);
+      addFinding(n, "vgpu-count-mismatch", Severity::kError,
+                 "advertises " + std::to_string(got) + " × " + h->second->name + ", but " +
+                     std::string(kVgpuConfigLabel) + "=" + config + " on " +
+                     plural(*n.gpus, "GPU", "GPUs") + " must give " + std::to_string(*e.total) +
+                     " (" + e.why + ")",
+                 countFix(), h->second->name);
     }
   }
   if (countUnknown) {

@@ -49,6 +49,25 @@ TEST_CASE(
                         ":5: vgpu-configs.A10-4Q[0].vgpu-devices.A10-4Q: 'six' is not a count"));
 }
 
+TEST_CASE("check-node: DRA-published GPUs and a two-model vm-vgpu node exit 0",
+          "[cli][check-node][dra][vgpu]") {
+  auto r = runHostprep({"check-node", fx("dra-only/nodes.json"), "--cluster-policy",
+                        fx("clean/cluster-policy.yaml"), "--resource-slices",
+                        fx("dra-only/resourceslices.json")});
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.out, Catch::EndsWith("2 nodes, 2 ok\n"));
+  r = runHostprep({"check-node", fx("dra-only/nodes.json"), "--cluster-policy",
+                   fx("clean/cluster-policy.yaml")});
+  CHECK(r.exitCode == 1);  // without the slices nothing advertises the GPUs
+
+  r = runHostprep({"check-node", fx("multi-model/node-a10-a16.yaml"), "--cluster-policy",
+                   fx("clean/cluster-policy.yaml"), "--vgpu-config",
+                   fx("multi-model/vgpu-config.yaml")});
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.out, Catch::Contains("gpu-q: vm-vgpu (label), 4 GPUs: ok\n"));
+  CHECK(r.err.empty());
+}
+
 TEST_CASE("check-node exits 1 on an error finding and prints it under its node",
           "[cli][check-node]") {
   auto r = runHostprep({"check-node", fx("broken/passthrough-with-gpu.json"), "--cluster-policy",

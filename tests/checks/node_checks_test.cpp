@@ -291,3 +291,147 @@ TEST_CASE("a split node's status document: mode mixed, both resource sets", "[ch
   CHECK(ids(r, Severity::kWarning) ==
         std::vector<std::string>{"status-advertised-mismatch@gpu-mx"});
 }
+
+// A cluster whose GPUs NVIDIA's DRA driver publishes, the device plugin off: no nvidia.com/*
+// extended resource, the ResourceSlices are the advertisement (tests/fixtures/cluster/dra-only).
+TEST_CASE("a node advertised by the DRA driver's ResourceSlices has its mode's resource",
+          "[check-node][dra]") {
+  auto in = withCleanPolicy("dra-only/nodes.json");
+  in.resourceSlices = load("dra-only/resourceslices.json");
+  auto r = check(in);
+  CHECK(ids(r, Severity::kInfo).empty());
+  CHECK(r.exitCode() == 0);
+  CHECK(summaryLine(r) == "2 nodes, 2 ok");
+
+  SECTION("without --resource-slices nothing advertises the GPUs") {
+    in.resourceSlices.clear();
+    auto r2 = check(in);
+    CHECK(ids(r2, Severity::kWarning) ==
+          std::vector<std::string>{"mode-resource-missing@dra-c", "mode-resource-missing@dra-p"});
+    CHECK(find(r2, "mode-resource-missing", "dra-c")->message ==
+          "no nvidia.com/gpu in the node's capacity: the device plugin is not running or found no "
+          "GPU on the nvidia driver (mode container)");
+  }
+  auto& slices = in.resourceSlices.front().body["items"];
+  SECTION("a node no slice names is still missing its resource") {
+    slices.erase(1);
+    auto r2 = check(in);
+    CHECK(ids(r2, Severity::kWarning) == std::vector<std::string>{"mode-resource-missing@dra-p"});
+    const auto* f = find(r2, "mode-resource-missing", "dra-p");
+    REQUIRE(f);
+    CHECK(f->severity == Severity::kError);
+    CHECK(f->message ==
+          "no passthrough resource (nvidia.com/<PCI device name>): the sandbox device plugin is "
+          "not running, or no GPU is bound to vfio-pci (mode vm-passthrough); nor does the DRA "
+          "driver gpu.nvidia.com publish a device of type vfio on it in the ResourceSlices");
+  }
+  SECTION("slices that miss a GPU") {
+    slices[0]["spec"]["devices"].erase(3);
+    auto r2 = check(in);
+    CHECK(ids(r2, Severity::kInfo) == std::vector<std::string>{"gpu-count-mismatch@dra-c"});
+    const auto* f = find(r2, "gpu-count-mismatch", "dra-c");
+    REQUIRE(f);
+    CHECK(f->severity == Severity::kWarning);
+    CHECK(f->message ==
+          "the node has 4 GPUs but the DRA driver gpu.nvidia.com publishes only 3 GPUs (devices "
+          "of type gpu or mig) on it (ResourceSlice dra-c-gpu.nvidia.com-x7t2k)");
+
+    slices[1]["spec"]["devices"].erase(1);
+    auto r3 = check(in);
+    REQUIRE(find(r3, "gpu-count-mismatch", "dra-p"));
+    CHECK(find(r3, "gpu-count-mismatch", "dra-p")->message ==
+          "the node has 2 GPUs but the DRA driver gpu.nvidia.com publishes only 1 device of type "
+          "vfio on it (ResourceSlice dra-p-gpu.nvidia.com-m4q8z)");
+  }
+  SECTION("slices that disagree with the mode: GPUs on the host driver on a passthrough node") {
+    for (auto& d : slices[1]["spec"]["devices"]) d["attributes"]["type"]["string"] = "gpu";
+    auto r2 = check(in);
+    CHECK(ids(r2, Severity::kWarning) ==
+          std::vector<std::string>{"mode-resource-missing@dra-p", "dra-gpu-on-passthrough@dra-p"});
+    CHECK(r2.exitCode() == 1);
+  }
+  SECTION("vfio devices on the container node") {
+    for (auto& d : slices[0]["spec"]["devices"]) d["attributes"]["type"]["string"] = "vfio";
+    auto r2 = check(in);
+    CHECK(ids(r2, Severity::kWarning) ==
+          std::vector<std::string>{"mode-resource-missing@dra-c", "dra-vfio-wrong-mode@dra-c"});
+  }
+  SECTION("MIG devices count their GPU once") {
+    auto& devs = slices[0]["spec"]["devices"];
+    const auto parent = devs[3]["attributes"]["uuid"];
+    devs.erase(3);
+    for (int i = 0; i < 2; ++i) {
+      devs.push_back({{"name", "gpu-3-mig-19-" + std::to_string(i) + "-1"},
+                      {"attributes",
+                       {{"type", {{"string", "mig"}}},
+                        {"uuid", {{"string", "MIG-" + std::to_string(i)}}},
+                        {"parentUUID", parent},
+                        {"profile", {{"string", "1g.10gb"}}}}}});
+    }
+    auto r2 = check(in);
+    CHECK(ids(r2, Severity::kInfo).empty());
+    devs.back()["attributes"].erase("parentUUID");  // its GPU cannot be told: not counted
+    devs.erase(devs.size() - 2);
+    auto r3 = check(in);
+    CHECK(ids(r3, Severity::kInfo).empty());
+  }
+}
+
+TEST_CASE("a split node whose GPUs the DRA driver publishes", "[check-node][split][dra]") {
+  // gpu-mx with the device plugins off: its 2 + 2 GPUs in a v1beta1 slice instead.
+  auto in = mixedInput();
+  auto& mx = node(in, 0)["status"];
+  for (const char* part : {"capacity", "allocatable"}) {
+    mx[part].erase("nvidia.com/gpu");
+    mx[part].erase("nvidia.com/GA102GL_A10");
+  }
+  auto dev = [](const std::string& name, const std::string& type, const std::string& bus) {
+    return nlohmann::json{{"name", name},
+                          {"basic",
+                           {{"attributes",
+                             {{"type", {{"string", type}}},
+                              {"productName", {{"string", "NVIDIA A10"}}},
+                              {"resource.kubernetes.io/pcieRoot", {{"string", "pci0000:00"}}},
+                              {"pcieBusID", {{"string", bus}}}}}}}};
+  };
+  nlohmann::json slice{
+      {"apiVersion", "resource.k8s.io/v1beta1"},
+      {"kind", "ResourceSlice"},
+      {"metadata", {{"name", "gpu-mx-gpu.nvidia.com-b7r2c"}}},
+      {"spec",
+       {{"driver", "gpu.nvidia.com"},
+        {"nodeName", "gpu-mx"},
+        {"pool", {{"generation", 1}, {"name", "gpu-mx"}, {"resourceSliceCount", 1}}},
+        {"devices",
+         {dev("gpu-0", "gpu", "0000:17:00.0"), dev("gpu-1", "gpu", "0000:31:00.0"),
+          dev("gpu-vfio-0", "vfio", "0000:b1:00.0"), dev("gpu-vfio-1", "vfio", "0000:ca:00.0")}}}}};
+  in.resourceSlices = {Document{"slices.yaml", slice}};
+  auto r = check(in);
+  CHECK(ids(r, Severity::kInfo).empty());
+
+  auto& devices = in.resourceSlices.front().body["spec"]["devices"];
+  SECTION("one vm-passthrough GPU short") {
+    devices.erase(3);
+    auto r2 = check(in);
+    CHECK(ids(r2, Severity::kInfo) == std::vector<std::string>{"split-count-mismatch@gpu-mx"});
+    CHECK(find(r2, "split-count-mismatch", "gpu-mx")->message ==
+          std::string("the DRA driver gpu.nvidia.com publishes 1 device of type vfio "
+                      "(ResourceSlice gpu-mx-gpu.nvidia.com-b7r2c) but ") +
+              kSplitS + " has 2 vm-passthrough GPUs");
+  }
+  SECTION("one GPU too many on the host driver") {
+    devices.push_back(dev("gpu-2", "gpu", "0000:4b:00.0"));
+    auto r2 = check(in);
+    CHECK(ids(r2, Severity::kInfo) == std::vector<std::string>{"split-count-mismatch@gpu-mx"});
+    CHECK(find(r2, "split-count-mismatch", "gpu-mx")->message ==
+          std::string("the DRA driver gpu.nvidia.com publishes 3 GPUs (devices of type gpu or "
+                      "mig, ResourceSlice gpu-mx-gpu.nvidia.com-b7r2c) but ") +
+              kSplitS + " has 2 container GPUs");
+  }
+  SECTION("without the slices nothing counts the split's GPUs") {
+    in.resourceSlices.clear();
+    auto r2 = check(in);
+    CHECK(ids(r2, Severity::kInfo) ==
+          std::vector<std::string>{"split-count-mismatch@gpu-mx", "split-count-mismatch@gpu-mx"});
+  }
+}

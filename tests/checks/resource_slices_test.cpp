@@ -98,3 +98,35 @@ TEST_CASE(
                                  "(0000:af:00.0) as type vfio, but their"));
   }
 }
+
+TEST_CASE("the driver's pcieBusID, uuid and parentUUID, and the devices of each node",
+          "[check-node][dra]") {
+  auto devs = readResourceSlices(load("dra-only/resourceslices.json"));
+  REQUIRE(devs);
+  REQUIRE(devs->size() == 6);
+  CHECK(devs->at(0).pciBusId == std::optional<std::string>("0000:18:00.0"));  // pcieBusID
+  CHECK(devs->at(0).uuid == std::optional<std::string>("GPU-4f6a1c2e-8d3b-5a7f-9e21-0c4b7d8e1a35"));
+  CHECK(devs->at(4).type == std::optional<std::string>("vfio"));
+  CHECK(devs->at(4).pciBusId == std::optional<std::string>("0000:17:00.0"));
+  auto byNode = draDevicesByNode(*devs);
+  REQUIRE(byNode.size() == 2);
+  CHECK(byNode.at("dra-c").gpus == 4);
+  CHECK(byNode.at("dra-c").vfio == 0);
+  CHECK(byNode.at("dra-c").slice == "dra-c-gpu.nvidia.com-x7t2k");
+  CHECK(byNode.at("dra-p").gpus == 0);
+  CHECK(byNode.at("dra-p").vfio == 2);
+
+  // A GPU published whole and as MIG devices counts once; a mig device without parentUUID
+  // leaves the count unknown; other types are no GPU.
+  std::vector<SliceDevice> mixed{
+      {"s", "n", "gpu-0", "gpu", std::nullopt, "GPU-a", std::nullopt},
+      {"s", "n", "gpu-0-mig-9-0-4", "mig", std::nullopt, "MIG-1", "GPU-a"},
+      {"s", "n", "gpu-1-mig-9-0-4", "mig", std::nullopt, "MIG-2", "GPU-b"},
+      {"s", "n", "gpu-1-mig-9-4-4", "mig", std::nullopt, "MIG-3", "GPU-b"},
+      {"s", "n", "channel-0", "channel", std::nullopt, std::nullopt, std::nullopt}};
+  auto n = draDevicesByNode(mixed).at("n");
+  CHECK(n.gpus == 2);
+  CHECK(n.gpusKnown);
+  mixed[3].parentUuid.reset();
+  CHECK_FALSE(draDevicesByNode(mixed).at("n").gpusKnown);
+}
