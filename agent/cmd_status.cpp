@@ -24,8 +24,7 @@ void printText(Context& ctx, const StatusDocument& d) {
     ctx.out << "  " << dv.fn->bdf.str() << " " << toString(dv.role) << " " << toString(dv.fn->id)
             << " " << dv.name.value_or(className(dv.fn->classCode)) << ": "
             << dv.fn->driver.value_or("no driver");
-    if (dv.onWantedDriver == false)
-      ctx.out << " (wants " << dv.wantedDriver.value_or("a non-vfio driver") << ")";
+    if (dv.onWantedDriver == false) ctx.out << " (wants " << dv.wanted() << ")";
     ctx.out << "\n";
   }
 }

@@ -217,8 +217,7 @@ void Agent::observeAndPublish(const std::optional<ChangedFunctions>& changed) {
     } else {
       for (const auto* dv : (*o)->doc.drift()) {
         spdlog::warn("bdf={} drift: on {}, wants {}", dv->fn->bdf.str(),
-                     dv->fn->driver.value_or("no driver"),
-                     dv->wantedDriver.value_or("a non-vfio driver"));
+                     dv->fn->driver.value_or("no driver"), dv->wanted());
       }
     }
     lastDrift_ = drift;

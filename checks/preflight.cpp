@@ -132,7 +132,7 @@ std::vector<CheckResult> modeChecks(const HostFacts& f, const PreflightRequest& 
   c.push_back(checkSriov(s, selp, mode));
   c.push_back(checkBootVga(p, s, selp, f.boot, mode));
   c.push_back(checkLargeBars(s, selp, mode));
-  c.push_back(checkFabric(p, s, mode));
+  c.push_back(checkFabric(p, s, mode, req.selection.hostDriver));
   c.push_back(checkConfidentialComputing(p, s, selp, mode, req.cc));
   c.push_back(checkBootPersistence(mode, f.boot, bootViews(f, running), targetIds(s, selp),
                                    p.kernelConfig, req.selection.hostDriver));

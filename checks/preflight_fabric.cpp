@@ -1,7 +1,10 @@
 #include "checks/preflight_fabric.hpp"
 
 #include <algorithm>
+#include <set>
 
+#include "drivers/host_module.hpp"
+#include "drivers/parsers.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {
@@ -16,10 +19,14 @@ std::string setMode(std::string_view value) {
 
 }  // namespace
 
-CheckResult checkFabric(const PlatformFacts& p, const Snapshot* s, Mode mode) {
+CheckResult checkFabric(const PlatformFacts& p, const Snapshot* s, Mode mode,
+                        std::string_view hostDriver) {
   const char* id = "gpu.fabric";
   if (!s) return makeCheck(id, CheckStatus::kSkip, "no PCI devices (see gpu.present)");
-  std::vector<std::string> switches, onVfio, notNvidia, noGroup;
+  // The NVSwitches' host driver is the one the host module gives them: nvidia.ko's is
+  // nvidia-nvswitch (host_module.hpp).
+  std::vector<std::string> switches, onVfio, notHost, noGroup;
+  std::set<std::string> hostDrivers;  // the host module's drivers the NVSwitches are on
   std::vector<PciId> switchIds;
   for (const auto& f : s->pci) {
     if (!isNvSwitch(f)) continue;
@@ -27,7 +34,11 @@ CheckResult checkFabric(const PlatformFacts& p, const Snapshot* s, Mode mode) {
     if (std::find(switchIds.begin(), switchIds.end(), f.id) == switchIds.end())
       switchIds.push_back(f.id);
     if (f.driver == "vfio-pci") onVfio.push_back(f.bdf.str());
-    if (f.driver != "nvidia") notNvidia.push_back(f.bdf.str());
+    if (isDriverOfModule(*s, f.driver.value_or(""), hostDriver)) {
+      hostDrivers.insert(*f.driver);
+    } else {
+      notHost.push_back(f.bdf.str());
+    }
     if (!f.iommuGroup) noGroup.push_back(f.bdf.str());
   }
   if (switches.empty()) {
@@ -86,13 +97,17 @@ CheckResult checkFabric(const PlatformFacts& p, const Snapshot* s, Mode mode) {
                      setMode("0 or 1"));
   }
   if (*fabric == FabricMode::kSharedNvSwitch) {
-    if (!notNvidia.empty()) {
+    const std::string module = normalizeModuleName(hostDriver);
+    std::string host = hostDrivers.empty() ? describeHostDriver(*s, hostDriver)
+                                           : join({hostDrivers.begin(), hostDrivers.end()}, ", ");
+    if (!hostDrivers.empty() && host != module) host += " (module " + module + ")";
+    if (!notHost.empty()) {
       return makeCheck(id, CheckStatus::kFail,
-                       what + ": shared NVSwitch mode keeps the NVSwitches on nvidia, but " +
-                           join(notNvidia, ", ") + " are not",
+                       what + ": shared NVSwitch mode keeps the NVSwitches on " + host + ", but " +
+                           join(notHost, ", ") + " are not",
                        "run 'hostprep prepare --mode container --gpu-ids " + idList(switchIds) +
-                           "' to give them back to nvidia (prepare --nvswitch auto leaves them "
-                           "there)");
+                           "' to give them back to " + host +
+                           " (prepare --nvswitch auto leaves them there)");
     }
     if (!fm.pid) {
       return makeCheck(
@@ -101,10 +116,8 @@ CheckResult checkFabric(const PlatformFacts& p, const Snapshot* s, Mode mode) {
           startFm);
     }
     return makeCheck(id, CheckStatus::kPass,
-                     what +
-                         "; the NVSwitches stay on nvidia (prepare --nvswitch auto leaves "
-                         "them); " +
-                         running);
+                     what + "; the NVSwitches stay on " + host +
+                         " (prepare --nvswitch auto leaves them); " + running);
   }
   // Full passthrough: the NVSwitches go to the VM with the GPUs.
   if (!noGroup.empty()) {

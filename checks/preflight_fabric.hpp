@@ -10,6 +10,7 @@ namespace hostprep {
 // through with the GPUs (and no Fabric Manager may hold them on the host); with 1 they stay on
 // nvidia and Fabric Manager runs on the host; vm-vgpu needs 2 (otherwise cuInit fails with
 // error 802 in the guests, NVIDIA/gpu-operator issue 2923).
-CheckResult checkFabric(const PlatformFacts& p, const Snapshot* s, Mode mode);
+CheckResult checkFabric(const PlatformFacts& p, const Snapshot* s, Mode mode,
+                        std::string_view hostDriver = "nvidia");
 
 }  // namespace hostprep

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <set>
 
+#include "drivers/host_module.hpp"
 #include "drivers/journal.hpp"
 #include "drivers/parsers.hpp"
 #include "drivers/plan.hpp"
@@ -61,29 +62,28 @@ bool isVgpuHost(const PciFunction& gpu, const VgpuHost& v) {
   return false;
 }
 
-// The driver a device wants in a mode: the same rules as the plan (drivers/plan.cpp), where
-// nullopt means "any driver but vfio, or none" (a companion outside passthrough).
-std::optional<std::string> wantedDriver(Mode mode, Role role, const PciFunction& f,
-                                        const StatusInputs& in) {
-  switch (mode) {
-    case Mode::kVmPassthrough:
-      if (role == Role::kVf) return std::nullopt;
-      return vfioDriverName(bestVfioModule(in.modulesAlias, f.modalias));
-    case Mode::kContainer:
-      if (isGpuRole(role)) return in.selection.hostDriver;
-      return std::nullopt;
-    case Mode::kVmVgpu:
-      if (isGpuRole(role) || role == Role::kVf) return in.selection.hostDriver;
-      return std::nullopt;
+// The driver a device wants in a mode, by the same rules as the plan (drivers/plan.cpp): a vfio
+// driver in passthrough; elsewhere, for GPUs, NVSwitches and vGPU VFs, the driver their host module
+// gives them (host_module.hpp); any driver but vfio, or none, for a companion outside passthrough.
+void judgeDriver(const Snapshot& s, Mode mode, Role role, const PciFunction& f,
+                 const StatusInputs& in, StatusDevice& dev) {
+  const bool host = (mode != Mode::kVmPassthrough && isGpuRole(role)) ||
+                    (mode == Mode::kVmVgpu && role == Role::kVf);
+  if (mode == Mode::kVmPassthrough && role != Role::kVf) {
+    dev.wantedDriver = vfioDriverName(bestVfioModule(in.modulesAlias, f.modalias));
+  } else if (host) {
+    const std::string module = normalizeModuleName(in.selection.hostDriver);
+    dev.wantedModule = module;
+    if (auto d = hostDriverOf(s, f, module); !d.empty()) dev.wantedDriver = d;
   }
-  return std::nullopt;
-}
-
-std::optional<bool> onWanted(Mode mode, Role role, const PciFunction& f,
-                             const std::optional<std::string>& want) {
-  if (role == Role::kVf && mode != Mode::kVmVgpu) return std::nullopt;
-  if (want) return f.driver == want;
-  return !(f.driver && isVfioDriver(*f.driver));
+  if (role == Role::kVf && mode != Mode::kVmVgpu) return;  // not judged
+  if (host) {
+    dev.onWantedDriver = isDriverOfModule(s, f.driver.value_or(""), *dev.wantedModule);
+  } else if (dev.wantedDriver) {
+    dev.onWantedDriver = f.driver == dev.wantedDriver;
+  } else {
+    dev.onWantedDriver = !(f.driver && isVfioDriver(*f.driver));
+  }
 }
 
 Condition makeCondition(const StatusInputs& in, std::string type, ConditionStatus st,
@@ -183,7 +183,8 @@ std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuHost
   int gpus = 0;
   for (const auto& t : sel.targets) {
     const auto* f = s.find(t.bdf);
-    if (t.role == Role::kGpu && f && f->driver == std::string(hostDriver) && !isVgpuHost(*f, v))
+    if (t.role == Role::kGpu && f && isDriverOfModule(s, f->driver.value_or(""), hostDriver) &&
+        !isVgpuHost(*f, v))
       ++gpus;
   }
   if (gpus > 0) out[std::string(kContainerResource)] += gpus;
@@ -199,7 +200,7 @@ ActualMode actualMode(const Snapshot& s, const VgpuHost& v, const Selection& sel
     if (!f) continue;
     if (f->driver && isVfioDriver(*f->driver)) {
       seen.insert(ActualMode::kVmPassthrough);
-    } else if (f->driver == std::string(hostDriver)) {
+    } else if (isDriverOfModule(s, f->driver.value_or(""), hostDriver)) {
       seen.insert(isVgpuHost(*f, v) ? ActualMode::kVmVgpu : ActualMode::kContainer);
     } else {
       seen.insert(ActualMode::kNone);
@@ -208,6 +209,12 @@ ActualMode actualMode(const Snapshot& s, const VgpuHost& v, const Selection& sel
   if (seen.empty()) return ActualMode::kNone;
   if (seen.size() == 1) return *seen.begin();
   return ActualMode::kMixed;
+}
+
+std::string StatusDevice::wanted() const {
+  if (wantedDriver) return *wantedDriver;
+  if (wantedModule) return "a driver of module " + *wantedModule;
+  return "a non-vfio driver";
 }
 
 const Condition* StatusDocument::condition(std::string_view type) const {
@@ -275,8 +282,7 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
     if (in.desiredMode) {
       const Mode mode = modeOf(modes, f->physfn.value_or(t.bdf), *in.desiredMode);  // VF: its PF's
       dev.desiredMode = mode;
-      dev.wantedDriver = wantedDriver(mode, t.role, *f, in);
-      dev.onWantedDriver = onWanted(mode, t.role, *f, dev.wantedDriver);
+      judgeDriver(s, mode, t.role, *f, in, dev);
     }
     d.devices.push_back(std::move(dev));
   }
@@ -340,7 +346,7 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
     std::vector<std::string> what;
     for (const auto* dv : drift) {
       what.push_back(dv->fn->bdf.str() + " on " + dv->fn->driver.value_or("no driver") +
-                     ", wants " + dv->wantedDriver.value_or("a non-vfio driver"));
+                     ", wants " + dv->wanted());
     }
     std::string msg = join(what, "; ");
     if (in.convergeError) msg += "; last convergence failed: " + *in.convergeError;
@@ -410,6 +416,7 @@ nlohmann::ordered_json toJson(const StatusDocument& d) {
     e["driver"] = opt(f.driver);
     e["driverOverride"] = opt(f.driverOverride);
     e["wantedDriver"] = opt(dv.wantedDriver);
+    e["wantedModule"] = opt(dv.wantedModule);
     e["onWantedDriver"] = opt(dv.onWantedDriver);
     e["numaNode"] = f.numaNode && *f.numaNode >= 0 ? ojson(*f.numaNode) : ojson(nullptr);
     if (f.sriovTotalVfs) {
@@ -440,7 +447,8 @@ nlohmann::ordered_json toJson(const StatusDocument& d) {
   for (const auto* dv : d.drift()) {
     j["drift"].push_back({{"bdf", dv->fn->bdf.str()},
                           {"driver", opt(dv->fn->driver)},
-                          {"wantedDriver", opt(dv->wantedDriver)}});
+                          {"wantedDriver", opt(dv->wantedDriver)},
+                          {"wantedModule", opt(dv->wantedModule)}});
   }
   j["pciIdsFound"] = d.pciIdsFound;
   j["iommufd"] = d.iommufd;

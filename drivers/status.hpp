@@ -47,8 +47,13 @@ struct StatusDevice {
   Role role = Role::kGpu;
   std::optional<std::string> name;          // pci.ids name, e.g. "GA102GL [A10]"
   std::optional<Mode> desiredMode;          // its own (companions and VFs: their GPU's)
-  std::optional<std::string> wantedDriver;  // nullopt: any driver but vfio, or not judged
+  std::optional<std::string> wantedDriver;  // nullopt: any driver but vfio, or not judged, or
+                                            // whichever driver of wantedModule takes it
+  std::optional<std::string> wantedModule;  // the host module whose driver it wants (host_module)
   std::optional<bool> onWantedDriver;       // nullopt: no desired mode (or a VF outside vm-vgpu)
+
+  // "vfio-pci", "nvidia", "a driver of module nvidia", "a non-vfio driver": for messages.
+  std::string wanted() const;
 };
 
 // A vGPU device as the status reports it; `parent` is unset for an mdev whose parent is not a PCI

@@ -393,9 +393,10 @@ TEST_CASE("drift is recorded and logged, --reconcile moves the device back", "[a
         {{"unbind", "pci", "0000:86:00.1", ""}, {"bind", "pci", "0000:86:00.1", "snd_hda_intel"}});
     auto j = r.statusFile();
     CHECK(j["converged"] == false);
-    CHECK(j["drift"] ==
-          nlohmann::json::parse(
-              R"([{"bdf":"0000:86:00.1","driver":"snd_hda_intel","wantedDriver":"vfio-pci"}])"));
+    CHECK(
+        j["drift"] ==
+        nlohmann::json::parse(
+            R"([{"bdf":"0000:86:00.1","driver":"snd_hda_intel","wantedDriver":"vfio-pci","wantedModule":null}])"));
     CHECK(r.driver("0000:86:00.1") == std::optional<std::string>("snd_hda_intel"));
     CHECK(r.agent.convergences() == 1);
   }

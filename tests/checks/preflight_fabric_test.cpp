@@ -64,8 +64,9 @@ TEST_CASE("full passthrough (FABRIC_MODE=0): the NVSwitches go with the GPUs",
   }
 }
 
-TEST_CASE("shared NVSwitch (FABRIC_MODE=1): NVSwitches on nvidia, Fabric Manager on the host",
-          "[preflight][fabric]") {
+TEST_CASE(
+    "shared NVSwitch (FABRIC_MODE=1): NVSwitches on nvidia-nvswitch, Fabric Manager on the host",
+    "[preflight][fabric]") {
   Fixture fx("hgx-h100");
   setFabricMode(fx, "1");
   const auto w = check(preflightOn(fx, Mode::kVmPassthrough), "gpu.fabric");
@@ -83,11 +84,13 @@ TEST_CASE("shared NVSwitch (FABRIC_MODE=1): NVSwitches on nvidia, Fabric Manager
     fx.symlink("sys/devices/pci0000:c8/0000:c8:00.0/driver", "../../../bus/pci/drivers/vfio-pci");
     const auto f = check(preflightOn(fx, Mode::kVmPassthrough), "gpu.fabric");
     CHECK(f.status == CheckStatus::kFail);
-    CHECK_THAT(f.detail,
-               Catch::EndsWith("keeps the NVSwitches on nvidia, but 0000:c8:00.0 are not"));
+    CHECK_THAT(
+        f.detail,
+        Catch::EndsWith("keeps the NVSwitches on nvidia-nvswitch (module nvidia), but 0000:c8:00.0 "
+                        "are not"));
     CHECK(f.remedy ==
           "run 'hostprep prepare --mode container --gpu-ids 10de:22a3' to give them back to "
-          "nvidia (prepare --nvswitch auto leaves them there)");
+          "nvidia-nvswitch (module nvidia) (prepare --nvswitch auto leaves them there)");
   }
 }
 
