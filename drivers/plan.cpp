@@ -368,6 +368,14 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
                         "install and load the NVIDIA vGPU manager (host driver with "
                         "nvidia_vgpu_vfio); 'hostprep preflight --mode vm-vgpu' checks it");
       }
+      std::optional<VgpuInterface> vfIface;  // what the GPU's enabled VFs show
+      for (const auto& vf : f.virtfns) {
+        const VgpuParent* p = total > 0 ? vh.parent(vf) : nullptr;
+        if (p && (p->perVf || p->mdevParent)) {
+          vfIface = p->perVf ? VgpuInterface::kPerVf : VgpuInterface::kMdev;
+          break;
+        }
+      }
       std::vector<PlannedVgpu> want;
       int slot = 0;
       for (const auto& [type, count] : req) {
@@ -421,6 +429,12 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
               pv.uuid.clear();
               if (c.size() == 1) pv.typeName = p->creatable[c[0]].name;
             }
+          }
+          if (!pv.iface && vfIface) {
+            // VFs about to be re-created come back as their siblings are now: a GPU whose
+            // enabled VFs use the per-VF interface gets per-VF vGPUs, not mdev devices.
+            pv.iface = vfIface;
+            if (*vfIface == VgpuInterface::kPerVf) pv.uuid.clear();
           }
           if (pv.typeName.empty())
             pv.typeName = f.id.vendor == kNvidiaVendor ? "NVIDIA " + type : type;

@@ -588,6 +588,38 @@ TEST_CASE("H100 on the per-VF interface: current_vgpu_type on each VF", "[vgpu]"
   }
 }
 
+TEST_CASE(
+    "per-VF vGPUs on a GPU with only some of its VFs enabled: the VFs are re-created and "
+    "the vGPUs made per VF, as the enabled VFs show, not as mdev devices",
+    "[vgpu]") {
+  VRig r("vgpu-h100-pervf");
+  // 8 of the 16 VFs on, by hand as sriov-manage does: the PF parked on pci-pf-stub for the write.
+  REQUIRE(r.kernel.loadModule("pci_pf_stub"));
+  const std::string pf = "sys/bus/pci/devices/0000:41:00.0/";
+  REQUIRE(r.kernel.writeAttr(pf + "driver_override", "pci-pf-stub"));
+  REQUIRE(r.kernel.writeAttr("sys/bus/pci/drivers/nvidia/unbind", "0000:41:00.0"));
+  REQUIRE(r.kernel.writeAttr("sys/bus/pci/drivers_probe", "0000:41:00.0"));
+  REQUIRE(r.kernel.writeAttr(pf + "sriov_numvfs", "8"));
+  REQUIRE(r.kernel.writeAttr("sys/bus/pci/drivers/pci-pf-stub/unbind", "0000:41:00.0"));
+  REQUIRE(r.kernel.writeAttr(pf + "driver_override", "\n"));
+  REQUIRE(r.kernel.writeAttr("sys/bus/pci/drivers_probe", "0000:41:00.0"));
+  REQUIRE(r.read("sys/bus/pci/devices/0000:41:00.4/nvidia/creatable_vgpu_types") != "<absent>");
+  REQUIRE_FALSE(r.kernel.exists("sys/bus/pci/devices/0000:41:00.4/mdev_supported_types"));
+
+  Plan p = r.plan(Mode::kVmVgpu);  // default H100-40C x 2
+  REQUIRE(p.vgpus.size() == 2);
+  CHECK(p.vgpus[0].iface == VgpuInterface::kPerVf);
+  CHECK(p.vgpus[0].uuid.empty());
+  auto steps = describe(p);
+  CHECK(std::count(steps.begin(), steps.end(), "0000:41:00.4: create vGPU H100-40C") == 1);
+  for (const auto& st : steps) CHECK(st.find("(mdev ") == std::string::npos);
+  REQUIRE(applyPlan(r.k, p, r.opt));
+  CHECK(r.read(pf + "sriov_numvfs") == "16");
+  CHECK(r.read("sys/bus/pci/devices/0000:41:00.4/nvidia/current_vgpu_type") == "1019");
+  CHECK(r.read("sys/bus/pci/devices/0000:41:00.5/nvidia/current_vgpu_type") == "1019");
+  CHECK(r.plan(Mode::kVmVgpu).noop());
+}
+
 TEST_CASE("a non-NVIDIA mdev parent selected with --gpu-ids, types named by directory", "[vgpu]") {
   VRig r("vgpu-mtty");
   r.so.gpuIds = {PciId{0x1234, 0x11e8}};

@@ -62,11 +62,17 @@ std::vector<std::string> fakeDriversOfModule(const std::string& module) {
   // nvidia.ko registers two PCI drivers: nvidia (GPUs) and nvidia-nvswitch (NVSwitches;
   // NVSWITCH_DRIVER_NAME in NVIDIA/open-gpu-kernel-modules).
   if (m == "nvidia") return {"nvidia", "nvidia-nvswitch"};
+  // Drivers not named as their modules: drivers/usb/host/xhci-pci.c registers "xhci_hcd",
+  // drivers/i2c/busses/i2c-nvidia-gpu.c "nvidia-gpu".
+  if (m == "xhci_pci") return {"xhci_hcd"};
+  if (m == "i2c_nvidia_gpu") return {"nvidia-gpu"};
   return {m};
 }
 
 std::string fakeModuleOfDriver(const std::string& driver) {
   if (driver == "nvidia-nvswitch") return "nvidia";
+  if (driver == "xhci_hcd") return "xhci_pci";
+  if (driver == "nvidia-gpu") return "i2c_nvidia_gpu";
   return normalizeModuleName(driver);  // vfio-pci -> vfio_pci, pci-pf-stub -> pci_pf_stub
 }
 
@@ -90,13 +96,34 @@ bool FakeKernel::driverMatches(const std::string& d, const PciFunction& f) const
   if (d == "nvidia-nvswitch") return f.id.vendor == kNvidiaVendor && p == 0x0680;
   if (d == "nouveau") return f.id.vendor == kNvidiaVendor && baseClass(f.classCode) == 0x03;
   if (d == "standin") return f.id == PciId{0x1234, 0x11e8};
+  if (d == "vfio-pci") return vfioPciIds().count(f.id) > 0;
   if (d == "snd_hda_intel") return p == 0x0403;
   if (d == "xhci_hcd") return p == 0x0c03;
   if (d == "ucsi_ccg") return p == 0x0c80;
   if (d == "nvme") return p == 0x0108;
   if (d == "e1000e") return p == 0x0200;
   if (d == "pcieport") return p == 0x0604;
-  return false;  // vfio-pci and the stubs bind only through driver_override
+  return false;  // the stubs, and vfio-pci beyond its ids, bind only through driver_override
+}
+
+// vfio-pci's ID table: its `ids` parameter (vfio-pci.ids= on the command line, as
+// drivers/vfio/pci/vfio_pci.c vfio_pci_fill_ids() adds them) and the dynamic IDs written to its
+// new_id (kept by the fake in fake/new_id/vfio-pci, "vvvv:dddd" a line).
+std::set<PciId> FakeKernel::vfioPciIds() const {
+  std::set<PciId> ids;
+  auto add = [&](std::string_view list, char sep) {
+    for (auto item : split(list, sep)) {
+      if (auto id = parsePciId(trim(item))) ids.insert(*id);
+    }
+  };
+  const std::string cmdline = readTrimmed(fs_, "proc/cmdline").value_or("");
+  for (auto word : split(cmdline, ' ')) {
+    for (std::string_view key : {"vfio-pci.ids=", "vfio_pci.ids="}) {
+      if (startsWith(word, key)) add(word.substr(key.size()), ',');
+    }
+  }
+  add(fs_.read("fake/new_id/vfio-pci").value_or(""), '\n');
+  return ids;
 }
 
 std::optional<std::string> FakeKernel::boundDriver(const Bdf& b) const {
@@ -173,7 +200,11 @@ bool FakeKernel::bind(const Bdf& b, const std::string& driver, int* err) {
   }
   if (refused_.count({b, driver})) return *err = EINVAL, false;
   if (isVfioDriver(driver)) {
-    if (isBridge(f->classCode)) return *err = EINVAL, false;  // vfio-pci refuses bridges
+    // vfio-pci refuses a function whose header is not type 0 (vfio_pci_probe(): bridges to
+    // another bus, class 0604, 0607 and 0609); other class 06 functions, such as an NVSwitch
+    // (0680), are endpoints it takes.
+    const uint16_t p = classPrefix(f->classCode);
+    if (p == 0x0604 || p == 0x0607 || p == 0x0609) return *err = EINVAL, false;
     if (f->sriovNumVfs.value_or(0) > 0) return *err = EBUSY, false;
   }
   const std::string devDir = fs_.resolve(pciDevicePath(b)).string();

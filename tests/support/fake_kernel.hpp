@@ -131,6 +131,7 @@ class FakeKernel final : public Host {
   std::optional<std::string> boundDriver(const Bdf& b) const;
   void unbindNow(const Bdf& b, const std::string& driver);
   bool driverMatches(const std::string& driver, const PciFunction& f) const;
+  std::set<PciId> vfioPciIds() const;
   void refreshVfioNode(const PciFunction& f);
   void refreshVfioDeviceFile(const Bdf& b);
   std::set<int> takenVfioIndex_;  // vfio-dev indexes in use (the kernel's ida frees them)

@@ -195,6 +195,11 @@ void expandHostYaml(const fs::path& root, const std::string& yaml) {
   }
   writeFile(root / "proc/modules", procModules);
 
+  // IDs given to vfio-pci's new_id (what the fake kernel's vfio-pci then matches, as the real
+  // one does its dynamic IDs).
+  std::string newIds;
+  for (const auto& id : h["vfio_new_ids"]) newIds += id.as<std::string>() + "\n";
+  if (!newIds.empty()) writeFile(root / "fake/new_id/vfio-pci", newIds);
   for (const auto& d : h["devices"]) addDevice(root, d);
   // A vfio-bound group has its /dev node, as on a real host.
   for (const auto& d : h["devices"]) {
