@@ -316,30 +316,30 @@ po::options_description globalDescription() {
 // ---- The commands: their option tables and how their values become typed options ------------
 
 CommandSpec prepareSpec() {
-  return {
-      "prepare",
-      R"(usage: hostprep prepare [--mode M] [options]
+  return {"prepare",
+          R"(usage: hostprep prepare [--mode M] [options]
 
 Moves every selected GPU and its companion functions to the mode's driver, verifies each
 step, and rolls back on failure. Without --mode, applies the config: its mode for every
 GPU that no devices rule matches, the rule's mode for the others (a mixed node), in one run.
 )",
-      {{"mode",
-        "container | vm-passthrough | vm-vgpu for every selected GPU (default: the "
-        "config's mode and devices rules)"},
-       {"config", "without --mode: the config to apply, under --root (default " +
-                      std::string(kConfigPath) + ")"},
-       {"dry-run"},
-       {"force"},
-       {"devices"},
-       {"gpu-ids"},
-       {"host-driver", "the datacenter driver for container mode", SelectionOptions{}.hostDriver},
-       {"holder-nodes"},
-       {"lock-timeout"},
-       {"unbind-timeout"},
-       {"nvswitch"},
-       {"vgpu-config"},
-       {"vgpu-config-name"}}};
+          {{"mode",
+            "container | vm-passthrough | vm-vgpu for every selected GPU (default: the "
+            "config's mode and devices rules)"},
+           {"config", "without --mode: the config to apply, under --root (default " +
+                          std::string(kConfigPath) + ")"},
+           {"dry-run"},
+           {"force"},
+           {"devices"},
+           {"gpu-ids"},
+           {"host-driver", "the datacenter driver's module (its PCI drivers: the host drivers)",
+            SelectionOptions{}.hostDriver},
+           {"holder-nodes"},
+           {"lock-timeout"},
+           {"unbind-timeout"},
+           {"nvswitch"},
+           {"vgpu-config"},
+           {"vgpu-config-name"}}};
 }
 
 Result<PrepareOptions> readPrepare(const po::variables_map& vm) {
@@ -386,9 +386,8 @@ Result<PrepareOptions> readPrepare(const po::variables_map& vm) {
 }
 
 CommandSpec preflightSpec() {
-  return {
-      "preflight",
-      R"(usage: hostprep preflight [--mode M] [--image] [options]
+  return {"preflight",
+          R"(usage: hostprep preflight [--mode M] [--image] [options]
 
 Checks every host prerequisite of a mode (CPU virtualization, IOMMU in firmware and kernel,
 kernel arguments, interrupt remapping, modules, IOMMU groups, SR-IOV, boot persistence) and
@@ -396,15 +395,16 @@ says exactly how to fix each problem. With --image, checks an image root's confi
 Without --mode on a node whose config's devices rules give the GPUs more than one mode, checks
 each mode on its GPUs, the node for all of them, and the mix (gpu.mode-mix).
 )",
-      {{"mode",
-        "container | vm-passthrough | vm-vgpu, for every selected GPU (default: the configured "
-        "mode and devices rules, else vm-passthrough)"},
-       {"image"},
-       {"devices"},
-       {"gpu-ids"},
-       {"host-driver", "the datacenter driver for container mode", SelectionOptions{}.hostDriver},
-       {"color"}},
-      "\nExit codes: 0 no check failed, 1 a check failed, 2 usage error.\n"};
+          {{"mode",
+            "container | vm-passthrough | vm-vgpu, for every selected GPU (default: the configured "
+            "mode and devices rules, else vm-passthrough)"},
+           {"image"},
+           {"devices"},
+           {"gpu-ids"},
+           {"host-driver", "the datacenter driver's module (its PCI drivers: the host drivers)",
+            SelectionOptions{}.hostDriver},
+           {"color"}},
+          "\nExit codes: 0 no check failed, 1 a check failed, 2 usage error.\n"};
 }
 
 Result<PreflightOptions> readPreflight(const po::variables_map& vm) {
