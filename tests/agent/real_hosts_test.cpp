@@ -223,3 +223,52 @@ TEST_CASE("HGX H200 as captured: NVSwitches back on nvidia-nvswitch after vm-pas
   CHECK(snap->pciDrivers.at("nvidia-nvswitch") == "nvidia");
   CHECK(driversOfModule(*snap, "nvidia") == std::vector<std::string>{"nvidia", "nvidia-nvswitch"});
 }
+
+TEST_CASE(
+    "HGX H200 as captured: the agent and a split whose container GPUs stay put are no-ops "
+    "for them",
+    "[real]") {
+  Fixture fx("real/hgx-h200-cubecos");
+  const auto before = fx.deviceState();
+  SECTION("agent --once in container mode converges without a write") {
+    fx.write("etc/hostprep/config.yaml", "mode: container\n");
+    auto r = runHostprep({"--root", fx.root().string(), "agent", "--once"});
+    INFO(r.err);
+    CHECK(r.exitCode == 0);
+    CHECK(fx.deviceState() == before);
+  }
+  SECTION("two GPUs to vm-passthrough, the NVSwitches left to the host: the rest stay put") {
+    FakeKernel kernel(fx.root());
+    FakeModules modules(kernel);
+    Kernel k{kernel, modules};
+    ConvergeOptions co;
+    co.mode = Mode::kContainer;
+    co.nvSwitch = NvSwitchPolicy::kLeave;
+    for (const char* b : {"0000:18:00.0", "0000:2a:00.0"}) {
+      DeviceRule rule;
+      rule.match.bdf = parseBdf(b);
+      rule.mode = Mode::kVmPassthrough;
+      co.rules.push_back(rule);
+    }
+    auto c = converge(k, co);
+    INFO((c.status ? std::string() : c.status.error().describe()));
+    REQUIRE(c.status);
+    REQUIRE(c.plan);
+    for (const auto& mv : c.plan->moves) {
+      const bool toVm = mv.bdf == *parseBdf("0000:18:00.0") || mv.bdf == *parseBdf("0000:2a:00.0");
+      CHECK(mv.changes == toVm);
+    }
+    auto after = fx.deviceState();
+    CHECK(after["0000:18:00.0/driver"] == "vfio-pci");
+    CHECK(after["0000:2a:00.0/driver"] == "vfio-pci");
+    for (const char* b : {"0000:3a:00.0", "0000:db:00.0", "0000:05:00.0", "0000:08:00.0"}) {
+      CHECK(after[std::string(b) + "/driver"] == before.at(std::string(b) + "/driver"));
+      CHECK(after[std::string(b) + "/driver_override"] ==
+            before.at(std::string(b) + "/driver_override"));
+    }
+    // The same split again: nothing to do.
+    auto again = converge(k, co);
+    REQUIRE(again.status);
+    CHECK(again.plan->noop());
+  }
+}
