@@ -88,6 +88,9 @@ MODS=(vfio vfio_pci vfio_pci_core vfio_iommu_type1 vfio_virqfd irqbypass mdev pc
 . "$HERE/modules.sh"
 copy_modules "$R" "${MODS[@]}"
 cp "$WORK/mod-standin/standin.ko" "$WORK/mod-mtty/mtty.ko" "$R/lib/modules/$KVER/extra/"
+# A Debian 13 kernel's config is in lib/modules/<kver>/ (linux-base-*), its only copy on such a
+# node: there too in the guest, for preflight's iommu.iommufd to read.
+[ ! -e "$KMODDIR/config" ] || cp "$KMODDIR/config" "$R/lib/modules/$KVER/"
 "$DEPMOD" -b "$R" "$KVER"
 
 cp "$WORK/bin/vfio-group-status" "$WORK/bin/hold" "$WORK/bin/sysfs-write" "$R/usr/local/bin/"

@@ -327,6 +327,13 @@ hp_t_preflight() {
     # No Debian kernel has iommufd or VFIO device files: INFO, never a failure.
     grep -qE "^INFO +iommufd and VFIO device files" $T/hp.out \
         || die "iommufd check is not INFO: $(grep -E "^[A-Z]+ +iommufd" $T/hp.out)"
+    # A Debian 13 kernel's config is in lib/modules/<release>/ alone (build-initramfs.sh puts it
+    # there): preflight reads it and says CONFIG_IOMMUFD is not set.
+    if [ -e /lib/modules/$(uname -r)/config ]; then
+        grep -E "^INFO +iommufd" $T/hp.out \
+            | grep -qF "CONFIG_IOMMUFD not set, CONFIG_VFIO_DEVICE_CDEV not set in lib/modules/$(uname -r)/config" \
+            || die "iommufd check does not read lib/modules/$(uname -r)/config: $(grep -E "^[A-Z]+ +iommufd" $T/hp.out)"
+    fi
     note "$(grep -E '^[A-Z]+ +iommufd' $T/hp.out)"
     hp preflight --mode vm-passthrough $HP_IDS --devices $EDU_D --color never
     [ "$HP_RC" = 1 ] || die "preflight for $EDU_D (foreign device in its group): exit $HP_RC, expected 1"
