@@ -62,7 +62,18 @@ apt_update_once() {
     if [ "$updated" = 0 ]; then
         if [ ${#APT[@]} -gt 0 ]; then
             log "apt-get update of trixie, trixie-backports from $MIRROR (apt state in $A)"
-            apt_get update -qq >&2 || { log "cannot reach trixie-backports at $MIRROR: skipping"; exit 77; }
+            # Error-Mode=any: an index that failed to download fails the update (not a warning).
+            if ! apt_get update -qq -o APT::Update::Error-Mode=any 2>"$A/update.log"; then
+                cat "$A/update.log" >&2
+                # Only an unreachable archive is a skip; a bad signature or the like is a failure.
+                if grep -qiE 'Could not connect|Unable to connect|Temporary failure resolving|Could not resolve|Connection (refused|timed out)|Network is unreachable|No route to host' \
+                        "$A/update.log"; then
+                    [ -n "${UPDATE_SOFT:-}" ] || log "cannot reach trixie-backports at $MIRROR: skipping"
+                    exit 77
+                fi
+                exit 1
+            fi
+            touch "$A/updated"
         else
             host_update_once
         fi
@@ -113,10 +124,21 @@ resolve_kernel() {
             done ;;
     esac
 }
-# The trixie lists are this script's alone (nothing else updates them): a day at most, so the
-# version it resolves is still in the archive's pool.
-if [ ${#APT[@]} -gt 0 ] && [ -z "$(find "$A/state/lists" -maxdepth 1 -name '*_Packages*' -mmin -1440 2>/dev/null)" ]; then
-    apt_update_once
+# The trixie lists are this script's alone (nothing else updates them): updated a day ago at most
+# ($A/updated; apt dates the lists by the archive's Release), so the version it resolves is still
+# in the archive's pool. Lists that are only old stay usable when the archive cannot be reached
+# (the kernel they name may be in the cache).
+if [ ${#APT[@]} -gt 0 ] && [ -z "$(find "$A/updated" -mmin -1440 2>/dev/null)" ]; then
+    if [ -n "$(find "$A/state/lists" -maxdepth 1 -name '*_Packages*' 2>/dev/null)" ]; then
+        rc=0; (UPDATE_SOFT=1; apt_update_once) || rc=$?
+        case $rc in
+            0) updated=1 ;;
+            77) log "cannot reach trixie-backports at $MIRROR: going on with the lists from before" ;;
+            *) exit "$rc" ;;
+        esac
+    else
+        apt_update_once
+    fi
 fi
 IMG_PKG=$(resolve_kernel || true)
 if [ -z "$IMG_PKG" ]; then
