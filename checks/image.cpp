@@ -50,7 +50,9 @@ CheckResult checkKernels(const std::vector<ImageKernel>& ks) {
   }
   std::vector<std::string> d;
   for (const auto& k : ks)
-    d.push_back(k.release + (k.config ? "" : " (no boot/config-" + k.release + ")"));
+    d.push_back(k.release + (k.config ? ""
+                                      : " (no boot/config-" + k.release + " or lib/modules/" +
+                                            k.release + "/config)"));
   return makeCheck(id, CheckStatus::kInfo, join(d, ", "));
 }
 
@@ -101,7 +103,7 @@ CheckResult checkIommuBuilt(const std::vector<ImageKernel>& ks, Mode mode) {
   }
   if (ok.empty())
     return makeCheck(id, CheckStatus::kSkip,
-                     std::string(kNeedsHardware) + " (no boot/config-* to read)");
+                     std::string(kNeedsHardware) + " (no kernel config to read)");
   return makeCheck(
       id, CheckStatus::kPass,
       "kernel " + join(ok, ", ") + " built with IOMMU support; the groups need the hardware");

@@ -159,7 +159,7 @@ CheckResult checkCmdlineIommu(const PlatformFacts& p, const Snapshot* s, const C
   if (p.kernelConfig) {
     if (p.kernelConfig->is("CONFIG_INTEL_IOMMU_DEFAULT_ON", "y")) {
       return makeCheck(id, CheckStatus::kPass,
-                       "CONFIG_INTEL_IOMMU_DEFAULT_ON=y in boot/config-" + p.kernelRelease +
+                       "CONFIG_INTEL_IOMMU_DEFAULT_ON=y in " + p.kernelConfigSource +
                            ": on without an argument");
     }
   }

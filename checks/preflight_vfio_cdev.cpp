@@ -61,12 +61,14 @@ CheckResult checkIommufd(const PlatformFacts& p, const Snapshot* s, const Select
       return makeCheck(kId, CheckStatus::kInfo,
                        "/dev/iommu present (iommufd); no selected function on vfio-pci has a VFIO "
                        "device file yet and there is no kernel config to read (boot/config-" +
-                           p.kernelRelease + ", proc/config.gz)");
+                           p.kernelRelease + ", lib/modules/" + p.kernelRelease +
+                           "/config, proc/config.gz)");
     }
     const std::string why = p.kernelConfig
                                 ? config
                                 : "no /dev/iommu, and no kernel config to read (boot/config-" +
-                                      p.kernelRelease + ", proc/config.gz)";
+                                      p.kernelRelease + ", lib/modules/" + p.kernelRelease +
+                                      "/config, proc/config.gz)";
     return makeCheck(kId, CheckStatus::kInfo,
                      "the kernel has no iommufd and no VFIO device files (" + why + "); " +
                          std::string(kGroupInterface));
@@ -113,7 +115,7 @@ CheckResult checkImageIommufd(const std::vector<ImageKernel>& kernels, Mode mode
     (iommufd && cdev == "y" ? with : without).push_back(k.release);
   }
   if (with.empty() && without.empty())
-    return makeCheck(kId, CheckStatus::kSkip, "no boot/config-* to read (see image.kernels)");
+    return makeCheck(kId, CheckStatus::kSkip, "no kernel config to read (see image.kernels)");
   if (without.empty()) {
     return makeCheck(kId, CheckStatus::kPass,
                      "kernel " + join(with, ", ") +

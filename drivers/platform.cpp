@@ -74,22 +74,28 @@ std::map<std::string, ModuleFacts> moduleFacts(const Host& host, const std::stri
   return out;
 }
 
-std::optional<KernelConfig> readKernelConfig(const Host& host, const std::string& release) {
+// A release's config: boot/config-<release> (Debian 12, RHEL, SUSE install it there), else
+// lib/modules/<release>/config, the only copy Debian 13's split kernel packages ship (in
+// linux-base-<abi>: https://packages.debian.org/trixie-backports/amd64/linux-base-7.3.4+deb13-amd64/filelist).
+// Sets `source`, when given, to the path read.
+std::optional<KernelConfig> readKernelConfig(const Host& host, const std::string& release,
+                                             std::string* source = nullptr) {
   if (release.empty()) return std::nullopt;
-  auto t = host.read(hostPath("boot", "config-" + release), 16u << 20);
-  if (!t) return std::nullopt;
-  return parseKernelConfig(std::move(*t));
+  for (const std::string& path :
+       {hostPath("boot", "config-" + release), hostPath("lib/modules", release, "config")}) {
+    auto t = host.read(path, 16u << 20);
+    if (!t) continue;
+    if (source) *source = path;
+    return parseKernelConfig(std::move(*t));
+  }
+  return std::nullopt;
 }
 
-// The running kernel's config: boot/config-<release> (Debian, RHEL, SUSE install it), else
-// proc/config.gz, the kernel's own copy where it is built with CONFIG_IKCONFIG_PROC (init/Kconfig).
-// Sets `source` to the path read.
+// The running kernel's config: its release's (above), else proc/config.gz, the kernel's own copy
+// where it is built with CONFIG_IKCONFIG_PROC (init/Kconfig). Sets `source` to the path read.
 std::optional<KernelConfig> readRunningKernelConfig(const Host& host, const std::string& release,
                                                     std::string& source) {
-  if (auto c = readKernelConfig(host, release)) {
-    source = "boot/config-" + release;
-    return c;
-  }
+  if (auto c = readKernelConfig(host, release, &source)) return c;
   auto gz = host.read("proc/config.gz", 4u << 20);
   if (!gz) return std::nullopt;
   auto text = gunzip(*gz, 16u << 20);

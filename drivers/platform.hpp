@@ -65,13 +65,14 @@ struct ModuleFacts {
   // In the release's module index (modules.dep, modules.builtin, an alias). Only the text index
   // is read when loaded, sysModule or config already show the module to be there.
   bool indexed = false;
-  // CONFIG_ symbol value from boot/config-<release> ("y", "m"), nullopt when not set or unknown.
+  // CONFIG_ symbol value from the release's config ("y", "m"), nullopt when not set or unknown.
   std::optional<std::string> config;
 
   bool available() const { return loaded || sysModule || indexed || config == "y"; }
 };
 
-// A kernel build configuration (boot/config-<release>, proc/config.gz): CONFIG_X -> "y" | "m" |
+// A kernel build configuration (boot/config-<release>, lib/modules/<release>/config,
+// proc/config.gz): CONFIG_X -> "y" | "m" |
 // value; "# CONFIG_X is not set" reads as "n". It keeps the text and a sorted index into it: a
 // config names ~10,000 symbols and hostprep asks about a dozen, so no string is made per symbol.
 class KernelConfig {
@@ -131,7 +132,8 @@ struct PlatformFacts {
   std::optional<std::string> lockdown;  // the selected mode: none | integrity | confidentiality
   std::optional<bool> secureBoot;       // from the EFI SecureBoot variable
   std::string kernelRelease;
-  std::optional<KernelConfig> kernelConfig;    // boot/config-<release>, else proc/config.gz
+  std::optional<KernelConfig> kernelConfig;    // boot/config-<release>, lib/modules/<release>/
+                                               // config, else proc/config.gz
   std::string kernelConfigSource;              // the one read ("" when neither)
   std::map<std::string, ModuleFacts> modules;  // the modules asked for
   FabricManagerFacts fabricManager;
@@ -154,7 +156,7 @@ PlatformFacts readPlatform(const Host& host, const std::string& kernelRelease,
 // An installed kernel of an image root: lib/modules/<release> with its config and modules.
 struct ImageKernel {
   std::string release;
-  std::optional<KernelConfig> config;          // boot/config-<release>
+  std::optional<KernelConfig> config;          // boot/config-<release>, lib/modules/<release>/config
   std::map<std::string, ModuleFacts> modules;  // indexed / config only: nothing runs
 };
 

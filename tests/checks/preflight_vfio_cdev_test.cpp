@@ -2,7 +2,8 @@
 // iommufd and VFIO device files (Debian 12's 6.1 and 6.12), PASS where the kernel has them and
 // every selected function on vfio-pci has its /dev/vfio/devices/vfioN, WARN with the remedy where
 // the config has them but a file is missing; never FAIL. The kernel config is read from
-// boot/config-<release>, else proc/config.gz; an image root's from its installed kernels.
+// boot/config-<release>, else lib/modules/<release>/config (Debian 13), else proc/config.gz; an
+// image root's from its installed kernels.
 #include "checks/preflight_vfio_cdev.hpp"
 
 #include <zlib.h>
@@ -67,6 +68,19 @@ TEST_CASE("iommufd: INFO on a kernel without iommufd and VFIO device files (6.1,
               kGroupInterface);
     CHECK(c.remedy.empty());
   }
+  SECTION("the config in lib/modules/<release>/ alone, as Debian 13's 7.3 ships it") {
+    // linux-base-7.3.4+deb13-amd64 has usr/lib/modules/<release>/config (lib is usr/lib on
+    // Debian 13's merged /usr) and no boot/config-*.
+    std::filesystem::remove(fx.path(kConfig));
+    fx.write("lib/modules/6.1.0-test-amd64/config",
+             "CONFIG_VFIO=m\n# CONFIG_IOMMUFD is not set\n");
+    const auto c = check(preflightOn(fx, Mode::kVmPassthrough), "iommu.iommufd");
+    CHECK(c.status == CheckStatus::kInfo);
+    CHECK(c.detail ==
+          "the kernel has no iommufd and no VFIO device files (CONFIG_IOMMUFD not set, "
+          "CONFIG_VFIO_DEVICE_CDEV not set in lib/modules/6.1.0-test-amd64/config); " +
+              kGroupInterface);
+  }
   SECTION("no config to read, no /dev/iommu, vfio-dev without dev numbers (6.1)") {
     for (const char* b : kOnVfio)
       fx.write(std::string("sys/bus/pci/devices/") + b + "/vfio-dev/vfio0/uevent", "");
@@ -74,7 +88,8 @@ TEST_CASE("iommufd: INFO on a kernel without iommufd and VFIO device files (6.1,
     CHECK(c.status == CheckStatus::kInfo);
     CHECK(c.detail ==
           "the kernel has no iommufd and no VFIO device files (no /dev/iommu, and no kernel "
-          "config to read (boot/config-6.1.0-test-amd64, proc/config.gz)); " +
+          "config to read (boot/config-6.1.0-test-amd64, lib/modules/6.1.0-test-amd64/config, "
+          "proc/config.gz)); " +
               kGroupInterface);
   }
   SECTION("iommufd without device files") {
@@ -181,6 +196,15 @@ TEST_CASE("iommufd on an image root: what each installed kernel's config says",
   CHECK(c.detail ==
         "kernel 6.1.0-18-amd64 built with iommufd and VFIO device files (CONFIG_IOMMUFD, "
         "CONFIG_VFIO_DEVICE_CDEV=y); the device files need the hardware");
+  // Debian 13 ships the config in lib/modules/<release>/ only: read there when boot/ has none.
+  std::filesystem::remove(fx.path("boot/config-6.1.0-18-amd64"));
+  fx.write("lib/modules/6.1.0-18-amd64/config", "CONFIG_VFIO=m\n# CONFIG_IOMMUFD is not set\n");
+  c = run();
+  CHECK(c.status == CheckStatus::kInfo);
+  CHECK(c.detail ==
+        "kernel 6.1.0-18-amd64 built without iommufd and VFIO device files (CONFIG_IOMMUFD, "
+        "CONFIG_VFIO_DEVICE_CDEV); " +
+            kGroupInterface);
 }
 
 TEST_CASE("gunzip: the content whatever the trailer's size says, nullopt when cut or too big",

@@ -6,7 +6,7 @@
 # Contents: static busybox (applet links made by /init), the guest kernel's modules the tests need
 # (with their dependencies, indexed by kmod's depmod so libkmod works in the guest), standin.ko and
 # mtty.ko (the kernel sample plus mtty-pci-parent.pl's parent= parameter) built against the
-# fetched headers, the static helpers, the guest test scripts, and -- when given -- the hostprep
+# fetched headers (for a Debian 13 kernel in its Debian 13 root, with chroot: needs root), the static helpers, the guest test scripts, and -- when given -- the hostprep
 # binary with the shared libraries ldd reports plus the dynamic loader.
 # Work files go to ${HOSTPREP_VM_WORK:-$CACHE/work}; module and helper builds are skipped when
 # their sources have not changed.
@@ -37,8 +37,21 @@ build_module() { # name, source files...
     echo "obj-m := $name.o" > "$dir/Kbuild"
     # No BTF for test modules: 6.12's config has CONFIG_DEBUG_INFO_BTF_MODULES=y, which would
     # need pahole (dwarves) on the build host; a module loads the same without its .BTF section.
-    make -s -C "$KHEADERS" M="$dir" CONFIG_DEBUG_INFO_BTF_MODULES= modules >"$dir/build.log" 2>&1 \
-        || { cat "$dir/build.log" >&2; exit 1; }
+    if [ -n "${KBUILD_ROOT:-}" ]; then
+        # A Debian 13 kernel: built in its Debian 13 root (build-kbuild-root.sh), where the
+        # headers and kbuild are at their own paths and gcc-14 is the compiler they name.
+        local in=/build/mod-$name
+        rm -rf "${KBUILD_ROOT:?}$in"; mkdir -p "$KBUILD_ROOT$in"
+        cp "$dir"/* "$KBUILD_ROOT$in/"
+        # objtool reads /proc/self: a proc of its own, in a mount namespace that goes with it.
+        unshare --mount --pid --fork --mount-proc="$KBUILD_ROOT/proc" \
+            chroot "$KBUILD_ROOT" make -s -C "$KHEADERS" M="$in" CONFIG_DEBUG_INFO_BTF_MODULES= modules \
+            >"$dir/build.log" 2>&1 || { cat "$dir/build.log" >&2; exit 1; }
+        cp "$KBUILD_ROOT$in/$name.ko" "$dir/"
+    else
+        make -s -C "$KHEADERS" M="$dir" CONFIG_DEBUG_INFO_BTF_MODULES= modules >"$dir/build.log" 2>&1 \
+            || { cat "$dir/build.log" >&2; exit 1; }
+    fi
     echo "$sum" > "$dir/.sum"
 }
 build_module standin "$HERE/standin/standin.c"
@@ -75,6 +88,9 @@ MODS=(vfio vfio_pci vfio_pci_core vfio_iommu_type1 vfio_virqfd irqbypass mdev pc
 . "$HERE/modules.sh"
 copy_modules "$R" "${MODS[@]}"
 cp "$WORK/mod-standin/standin.ko" "$WORK/mod-mtty/mtty.ko" "$R/lib/modules/$KVER/extra/"
+# A Debian 13 kernel's config is in lib/modules/<kver>/ (linux-base-*), its only copy on such a
+# node: there too in the guest, for preflight's iommu.iommufd to read.
+[ ! -e "$KMODDIR/config" ] || cp "$KMODDIR/config" "$R/lib/modules/$KVER/"
 "$DEPMOD" -b "$R" "$KVER"
 
 cp "$WORK/bin/vfio-group-status" "$WORK/bin/hold" "$WORK/bin/sysfs-write" "$R/usr/local/bin/"

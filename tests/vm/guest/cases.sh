@@ -134,11 +134,11 @@ blocks() {
     while [ ! -e $T/rd.done ] && [ $i -lt 20 ]; do usleep 100000; i=$((i + 1)); done
     [ -e $T/rd.done ] && echo no || echo yes
 }
-# Each fact is asserted for the kernel that runs (6.1 or 6.12, from uname -r) and printed as a
-# note; hostprep's code handles both (see tests/vm/README.md, "6.1 and 6.12").
+# Each fact is asserted for the kernel that runs (6.1, 6.12 or 7.3, from uname -r) and printed as
+# a note; hostprep's code handles each (see tests/vm/README.md, "6.1, 6.12 and 7.3").
 t_kernel_differences() {
     local r n k vf
-    case $(uname -r) in 6.1.*) k=6.1 ;; 6.12.*) k=6.12 ;; *) k=other ;; esac
+    case $(uname -r) in 6.1.*) k=6.1 ;; 6.12.*) k=6.12 ;; 7.3.*) k=7.3 ;; *) k=other ;; esac
     modprobe vfio-pci
     # 1. The errno of refused binds (the same on both).
     r=$(sysfs-write /sys/bus/pci/drivers/vfio-pci/bind $PBRIDGE || true)
@@ -164,8 +164,8 @@ t_kernel_differences() {
     echo 0 > $P/$NVME/sriov_numvfs
     [ "$r" = EBUSY ] || die "bind a PF with VFs to vfio-pci: $r, expected EBUSY"
     note "$k: refused binds: bridge ENODEV (no override) / EINVAL (override), bound elsewhere ENODEV, against the override ENODEV, PF with VFs EBUSY"
-    # 2. VF probing with autoprobe on: 6.1 binds the VF inside the sriov_numvfs write; 6.12
-    #    returns before (QEMU's nvme VF then fails its init on both and is left driverless).
+    # 2. VF probing with autoprobe on: 6.1 binds the VF inside the sriov_numvfs write; 6.12 and
+    #    7.3 return before (QEMU's nvme VF then fails its init on all and is left driverless).
     echo 1 > $P/$NVME/sriov_drivers_autoprobe
     echo 1 > $P/$NVME/sriov_numvfs
     vf=$(basename $(readlink $P/$NVME/virtfn0))
@@ -174,17 +174,17 @@ t_kernel_differences() {
     echo 0 > $P/$NVME/sriov_numvfs
     case $k in
         6.1) [ "$r" = nvme ] || die "6.1: VF driver right after sriov_numvfs=1: '$r', expected nvme" ;;
-        6.12) [ -z "$r" ] || die "6.12: VF driver right after sriov_numvfs=1: '$r', expected none yet" ;;
+        6.12|7.3) [ -z "$r" ] || die "$k: VF driver right after sriov_numvfs=1: '$r', expected none yet" ;;
     esac
     note "$k: VF driver when sriov_numvfs=1 returns (autoprobe on): '${r:-none}'"
 }
 # The device lock (a test of its own: it starts from a quiet node, as standin's own tests do).
 t_kernel_differences_lock() {
     local r u n k
-    case $(uname -r) in 6.1.*) k=6.1 ;; 6.12.*) k=6.12 ;; *) k=other ;; esac
+    case $(uname -r) in 6.1.*) k=6.1 ;; 6.12.*) k=6.12 ;; 7.3.*) k=7.3 ;; *) k=other ;; esac
     # 3. During a blocked unbind: the driver link is gone on both; reads of uevent and
-    #    driver_override wait for the device lock on 6.1, and return at once on 6.12, where
-    #    uevent still says DRIVER=standin (hostprep's sign of a running unbind there).
+    #    driver_override wait for the device lock on 6.1, and return at once on 6.12 and 7.3,
+    #    where uevent still says DRIVER=standin (hostprep's sign of a running unbind there).
     n=$(standin_node $EDU_B)
     rm -f $T/unbind.done    # standin.remove_blocks_while_open leaves its own behind
     hold_start $n
@@ -197,10 +197,10 @@ t_kernel_differences_lock() {
     case $k in
         6.1) [ $r = yes ] || die "6.1: a read of driver_override did not wait for the device lock"
              [ $u = yes ] || die "6.1: a read of uevent did not wait for the device lock" ;;
-        6.12) [ $r = no ] || die "6.12: a read of driver_override waited for the device lock"
-              [ $u = no ] || die "6.12: a read of uevent waited for the device lock"
+        6.12|7.3) [ $r = no ] || die "$k: a read of driver_override waited for the device lock"
+              [ $u = no ] || die "$k: a read of uevent waited for the device lock"
               grep -qx DRIVER=standin $P/$EDU_B/uevent \
-                  || die "6.12: uevent during a blocked remove(): $(tr '\n' ' ' < $P/$EDU_B/uevent)" ;;
+                  || die "$k: uevent during a blocked remove(): $(tr '\n' ' ' < $P/$EDU_B/uevent)" ;;
     esac
     [ "$(blocks $P/$EDU_B/vendor)" = no ] || die "a read of vendor waited for the device lock"
     note "$k: blocked unbind: driver link gone; reads wait for the device lock: driver_override $r, uevent $u"
@@ -213,11 +213,11 @@ t_kernel_differences_lock() {
 }
 t_kernel_differences_vfio_dev() {
     local r k cdev iommufd
-    case $(uname -r) in 6.1.*) k=6.1 ;; 6.12.*) k=6.12 ;; *) k=other ;; esac
+    case $(uname -r) in 6.1.*) k=6.1 ;; 6.12.*) k=6.12 ;; 7.3.*) k=7.3 ;; *) k=other ;; esac
     modprobe vfio-pci
-    # 4. VFIO device files: vfio-dev/vfioN on both, a `dev` number and /dev/vfio/devices/vfioN
-    #    only with CONFIG_VFIO_DEVICE_CDEV, which needs CONFIG_IOMMUFD: Debian 12's 6.12 has
-    #    neither (so no /dev/iommu), like 6.1.
+    # 4. VFIO device files: vfio-dev/vfioN on all, a `dev` number and /dev/vfio/devices/vfioN
+    #    only with CONFIG_VFIO_DEVICE_CDEV, which needs CONFIG_IOMMUFD: Debian 12's 6.12 and
+    #    Debian 13's 7.3 have neither (so no /dev/iommu), like 6.1.
     vfio_bind $EDU_A
     expect_drv $EDU_A vfio-pci
     r=$(ls $P/$EDU_A/vfio-dev 2>/dev/null | tr '\n' ' ')
@@ -227,6 +227,11 @@ t_kernel_differences_vfio_dev() {
     host_bind $EDU_A
     expect_drv $EDU_A standin
     [ $cdev = no ] || [ -e /dev/vfio/devices ] || die "vfio-dev has a dev number, /dev/vfio/devices is missing"
+    # Debian builds none of them with CONFIG_IOMMUFD (6.1, 6.12, 7.3: their config files).
+    case $k in
+        6.1|6.12|7.3) [ $cdev = no ] && [ $iommufd = no ] \
+            || die "$k: built without CONFIG_IOMMUFD, yet device file $cdev, /dev/iommu $iommufd" ;;
+    esac
     note "$k: vfio-dev/${r% } on vfio-pci; device file: $cdev; /dev/iommu: $iommufd"
 }
 
@@ -319,9 +324,16 @@ hp_t_preflight() {
              "VFIO modules" "IOMMU group isolation" "GPUs present"; do
         grep -qE "^PASS +$c" $T/hp.out || die "check '$c' did not PASS: $(grep -E "^[A-Z]+ +$c" $T/hp.out)"
     done
-    # Neither Debian kernel has iommufd or VFIO device files: INFO, never a failure.
+    # No Debian kernel has iommufd or VFIO device files: INFO, never a failure.
     grep -qE "^INFO +iommufd and VFIO device files" $T/hp.out \
         || die "iommufd check is not INFO: $(grep -E "^[A-Z]+ +iommufd" $T/hp.out)"
+    # A Debian 13 kernel's config is in lib/modules/<release>/ alone (build-initramfs.sh puts it
+    # there): preflight reads it and says CONFIG_IOMMUFD is not set.
+    if [ -e /lib/modules/$(uname -r)/config ]; then
+        grep -E "^INFO +iommufd" $T/hp.out \
+            | grep -qF "CONFIG_IOMMUFD not set, CONFIG_VFIO_DEVICE_CDEV not set in lib/modules/$(uname -r)/config" \
+            || die "iommufd check does not read lib/modules/$(uname -r)/config: $(grep -E "^[A-Z]+ +iommufd" $T/hp.out)"
+    fi
     note "$(grep -E '^[A-Z]+ +iommufd' $T/hp.out)"
     hp preflight --mode vm-passthrough $HP_IDS --devices $EDU_D --color never
     [ "$HP_RC" = 1 ] || die "preflight for $EDU_D (foreign device in its group): exit $HP_RC, expected 1"
@@ -361,8 +373,8 @@ hp_t_status() {
     hp_expect 0 --output json status $HP_IDS --devices $d
     grep -q '"actualMode": "vm-passthrough"' $T/hp.out || die "status: actualMode is not vm-passthrough"
     grep -q '"converged": true' $T/hp.out || die "status: not converged after prepare"
-    # iommufd and the VFIO device files: published exactly where the kernel has them (neither
-    # Debian 12 kernel does: CONFIG_IOMMUFD is off in both, so no vfioDevice and iommufd false).
+    # iommufd and the VFIO device files: published exactly where the kernel has them (no Debian
+    # kernel does: CONFIG_IOMMUFD is off in 6.1, 6.12 and 7.3, so no vfioDevice, iommufd false).
     [ -e /dev/iommu ] && want=true || want=false
     grep -q "\"iommufd\": $want" $T/hp.out || die "status: iommufd is not $want"
     for b in $EDU_A $EDU_B; do
