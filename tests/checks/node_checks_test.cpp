@@ -303,8 +303,9 @@ TEST_CASE("a node advertised by the DRA driver's ResourceSlices has its mode's r
   CHECK(r.exitCode() == 0);
   CHECK(summaryLine(r) == "2 nodes, 2 ok");
 
+  auto& slices = in.resourceSlices.front().body["items"];
   SECTION("without --resource-slices nothing advertises the GPUs") {
-    in.resourceSlices.clear();
+    in.resourceSlices.clear();  // `slices` dangles from here on: no section after this uses it
     auto r2 = check(in);
     CHECK(ids(r2, Severity::kWarning) ==
           std::vector<std::string>{"mode-resource-missing@dra-c", "mode-resource-missing@dra-p"});
@@ -312,7 +313,6 @@ TEST_CASE("a node advertised by the DRA driver's ResourceSlices has its mode's r
           "no nvidia.com/gpu in the node's capacity: the device plugin is not running or found no "
           "GPU on the nvidia driver (mode container)");
   }
-  auto& slices = in.resourceSlices.front().body["items"];
   SECTION("a node no slice names is still missing its resource") {
     slices.erase(1);
     auto r2 = check(in);
