@@ -69,6 +69,13 @@ Result<Policy> readPolicy(const std::optional<Document>& doc, std::vector<Findin
   p.view.sandboxEnabled = false;  // the operator's default
   if (const json* n = at(**cp, {"metadata", "name"}); n && n->is_string())
     p.name = n->get<std::string>();
+  // The operator's own agents for VM nodes; enabled unless the policy says false (their
+  // defaults in NVIDIA/gpu-operator's Helm values: vfioManager.enabled and
+  // vgpuDeviceManager.enabled true).
+  if (const json* e = at(**cp, {"spec", "vfioManager", "enabled"}))
+    p.view.vfioManagerEnabled = isTrue(e);
+  if (const json* e = at(**cp, {"spec", "vgpuDeviceManager", "enabled"}))
+    p.view.vgpuDeviceManagerEnabled = isTrue(e);
   const json* sw = at(**cp, {"spec", "sandboxWorkloads"});
   if (!sw || !sw->is_object()) return p;
   if (const json* e = at(*sw, {"enabled"})) p.view.sandboxEnabled = isTrue(e);
