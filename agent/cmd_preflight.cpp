@@ -18,6 +18,7 @@
 #include "checks/preflight.hpp"
 #include "drivers/bootconfig.hpp"
 #include "drivers/kmod.hpp"
+#include "drivers/operator_driver.hpp"
 #include "drivers/platform.hpp"
 #include "drivers/selection.hpp"
 #include "drivers/snapshot.hpp"
@@ -143,6 +144,9 @@ int cmdPreflight(Context& ctx, const std::vector<std::string>& args) {
     const BootConfig boot = readBootConfig(host);
     HostFacts facts{snap ? &*snap : nullptr, snap ? std::string() : snap.error().describe(),
                     platform, boot, readTrimmed(host, "proc/cmdline").value_or("")};
+    facts.operatorDriver = operatorProvidesDriver(host, req.selection.hostDriverProvider, release,
+                                                  req.selection.hostDriver);
+    facts.otherAgents = operatorAgents(host);
     clock.lap("boot configuration");
     // 2. The checks.
     auto r = preflightHost(facts, req);

@@ -45,7 +45,9 @@ json planJson(const Plan& plan, bool dryRun) {
                             {"to_driver", mv.toDriver.empty() ? json(nullptr) : json(mv.toDriver)},
                             {"to_module", mv.toModule.empty() ? json(nullptr) : json(mv.toModule)},
                             {"changes", mv.changes}});
+    if (mv.awaitsDriver) j["devices"].back()["awaits_driver"] = true;
   }
+  if (auto w = waitingText(plan)) j["waiting"] = *w;
   j["steps"] = json::array();
   for (const auto& st : plan.steps) {
     j["steps"].push_back({{"kind", std::string(toString(st.kind))},
@@ -103,6 +105,7 @@ void printPlan(Context& ctx, const Snapshot& s, const Plan& plan) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     ctx.out << "  " << (i + 1) << ". " << plan.steps[i].describe() << "\n";
   }
+  if (auto w = waitingText(plan)) ctx.out << "  " << *w << "\n";
 }
 
 #ifdef HOSTPREP_TEST_HOOKS
@@ -192,6 +195,7 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
       ctx.out << report.dump(2) << "\n";
     } else {
       ctx.out << nothingToDo(plan) << "\n";
+      if (auto w = waitingText(plan)) ctx.out << *w << "\n";
     }
     return 0;
   }
@@ -202,6 +206,7 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
   } else {
     ctx.out << "done: " << plan.moves.size() << " device(s) " << inModes(plan.split(), plan.mode)
             << ", " << c.stepsRun << " step(s) in " << c.seconds << " s\n";
+    if (auto w = waitingText(plan)) ctx.out << *w << "\n";
   }
   return 0;
 }

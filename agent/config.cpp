@@ -153,8 +153,8 @@ Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r, AgentConf
   if (!root.IsMap())
     return r.bad("(top level)", "must be a mapping of keys", "see systemd/config.yaml");
   if (auto e = r.mapping(root, "",
-                         {"mode", "devices", "selection", "host-driver", "holder-nodes", "vgpu",
-                          "status", "reconcile", "cc-mode"},
+                         {"mode", "devices", "selection", "host-driver", "host-driver-provider",
+                          "holder-nodes", "vgpu", "status", "reconcile", "cc-mode"},
                          "")) {
     return *e;
   }
@@ -173,6 +173,10 @@ Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r, AgentConf
     if (auto e = r.list(sel, "selection.devices", c.selection.devices, parseBdfValue)) return *e;
   }
   if (auto e = r.value(root, "host-driver", c.selection.hostDriver, parseDriverValue)) return *e;
+  if (auto e = r.value(root, "host-driver-provider", c.selection.hostDriverProvider,
+                       parseDriverProviderValue)) {
+    return *e;
+  }
   if (auto e = r.value(root, "holder-nodes", c.holderNodes, parseHolderNodes)) return *e;
   if (auto v = root["vgpu"]) {
     if (auto e = r.mapping(v, "vgpu", {"config-file", "config-name"},
@@ -264,7 +268,8 @@ std::string formatSelection(const SelectionOptions& s) {
   };
   return "selection:\n  gpu-ids: " + quoted(s.gpuIds, [](PciId id) { return toString(id); }) +
          "\n  devices: " + quoted(s.devices, [](const Bdf& b) { return b.str(); }) +
-         "\nhost-driver: \"" + s.hostDriver + "\"\n";
+         "\nhost-driver: \"" + s.hostDriver +
+         "\"\nhost-driver-provider: " + std::string(toString(s.hostDriverProvider)) + "\n";
 }
 
 Result<std::optional<SelectionOptions>> readLastSelection(const Host& host) {

@@ -8,6 +8,7 @@
 //     gpu-ids: ["10de:2236"]        # instead of every NVIDIA GPU
 //     devices: ["0000:3b:00.0"]     # only these GPUs (companions follow)
 //   host-driver: nvidia
+//   host-driver-provider: host     # host | operator | auto: who loads the host driver module
 //   holder-nodes: /dev/nvidia*
 //   vgpu:
 //     config-file: /etc/hostprep/vgpu-config.yaml
@@ -79,7 +80,7 @@ CcMode configuredCcMode(const Host& host, std::string_view path = kConfigPath);
 
 // The selection of the last run that converged (prepare, or the agent), kept beside the last mode
 // in run/hostprep/last-selection, in this file's format (selection.gpu-ids, selection.devices,
-// host-driver), so `hostprep status` shows the devices that run moved.
+// host-driver, host-driver-provider), so `hostprep status` shows the devices that run moved.
 inline constexpr std::string_view kLastSelectionPath = "run/hostprep/last-selection";
 std::string formatSelection(const SelectionOptions& s);
 // nullopt when no run recorded one; an error when the file does not parse.

@@ -11,6 +11,7 @@
 #include "agent/local_file.hpp"
 #include "agent/phase_clock.hpp"
 #include "drivers/holders.hpp"
+#include "drivers/operator_driver.hpp"
 #include "drivers/parsers.hpp"
 #include "drivers/platform.hpp"
 #include "drivers/status.hpp"
@@ -85,6 +86,19 @@ std::string inModes(const std::map<Mode, int>& split, Mode fallback) {
 std::string nothingToDo(const Plan& plan) {
   return "nothing to do: " + std::to_string(plan.moves.size()) + " device(s) already " +
          inModes(plan.split(), plan.mode);
+}
+
+std::optional<std::string> waitingText(const Plan& plan) {
+  const auto waiting = plan.awaitingDriver();
+  if (waiting.empty()) return std::nullopt;
+  std::string module;
+  std::vector<std::string> bdfs;
+  for (const auto& mv : plan.moves) {
+    if (!mv.awaitsDriver) continue;
+    module = mv.toModule;
+    bdfs.push_back(mv.bdf.str());
+  }
+  return waitingForOperatorDriver(module) + ": " + join(bdfs, ", ");
 }
 
 std::string targetText(Mode mode, const std::vector<DeviceRule>& rules) {
@@ -190,6 +204,8 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   // modules.alias (a megabyte on a distribution kernel) names the VFIO variant driver of a
   // device moving to vm-passthrough; no other mode reads it.
   PlanInputs in{opt.mode, opt.selection.hostDriver, {}};
+  in.operatorDriver = c.operatorDriver = operatorProvidesDriver(
+      host, opt.selection.hostDriverProvider, snap.kernelRelease, opt.selection.hostDriver);
   const bool passthrough = opt.mode == Mode::kVmPassthrough ||
                            std::any_of(c.modes.begin(), c.modes.end(), [](const auto& m) {
                              return m.second == Mode::kVmPassthrough;

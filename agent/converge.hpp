@@ -56,6 +56,8 @@ struct Convergence {
   std::vector<std::string> ruleWarnings;  // rules that matched no GPU
   std::optional<size_t> recovered;        // devices put back from a journal of a run that died
   bool journalPending = false;  // dry run: a journal exists that a real run resolves first
+  // The host driver comes from the GPU Operator (host-driver-provider, resolved against the host).
+  bool operatorDriver = false;
   size_t stepsRun = 0;
   double seconds = 0;
   Status status;  // ok, or the error that stopped the run (host left as it was)
@@ -82,6 +84,9 @@ std::string modeSummary(const std::map<Mode, int>& split, Mode fallback);
 std::string inModes(const std::map<Mode, int>& split, Mode fallback);
 // What a run with nothing to do says: "nothing to do: 4 device(s) already in vm-passthrough mode".
 std::string nothingToDo(const Plan& plan);
+// "waiting for the host driver from the GPU Operator's driver container (module nvidia not loaded
+// yet): 0000:41:00.0" when the plan leaves GPUs waiting for it (DeviceMove::awaitsDriver).
+std::optional<std::string> waitingText(const Plan& plan);
 // What the agent converges to before it has a plan: "vm-passthrough", or with devices rules
 // "vm-passthrough and 2 devices rule(s)".
 std::string targetText(Mode mode, const std::vector<DeviceRule>& rules);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <ctime>
 
+#include "drivers/parsers.hpp"
 #include "drivers/text.hpp"
 
 namespace hostprep {
@@ -78,6 +79,18 @@ std::optional<ChangedFunctions> changedFunctions(const std::vector<DeviceEvent>&
     if (changedOtherwise.count(b) == 0) out.rebound.insert(b);
   }
   return out;
+}
+
+bool hostDriverArrived(const std::vector<DeviceEvent>& events, std::string_view module,
+                       const std::set<Bdf>& waiting) {
+  for (const auto& e : events) {
+    if (e.subsystem == "module" && e.action == "add" && normalizeModuleName(e.sysname) == module)
+      return true;
+    if (e.subsystem == "pci" && e.action == "bind") {
+      if (auto b = parseBdf(e.sysname); b && waiting.count(*b)) return true;
+    }
+  }
+  return false;
 }
 
 bool burstSettled(const std::vector<DeviceEvent>& events) {
@@ -159,6 +172,11 @@ Status Agent::convergeNow() {
   }
   convergeError_.reset();
   retry_.reset();
+  awaitingDriver_.clear();
+  if (c.plan) {
+    for (const auto& b : c.plan->awaitingDriver()) awaitingDriver_.insert(b);
+    if (auto w = waitingText(*c.plan)) spdlog::info("{}", *w);
+  }
   if (c.plan && c.plan->noop()) {
     spdlog::info("{}", nothingToDo(*c.plan));
   } else if (c.plan) {
@@ -292,6 +310,17 @@ void Agent::handleEvents(const std::vector<DeviceEvent>& events) {
                   e.driver.empty() ? "" : " driver=" + e.driver);
   }
   observeAndPublish(changedFunctions(events));
+  if (!awaitingDriver_.empty() && mode() &&
+      hostDriverArrived(events, normalizeModuleName(config_.selection.hostDriver),
+                        awaitingDriver_)) {
+    // The GPU Operator's driver container loaded the host module: finish the convergence
+    // (probe, verify) and publish, whatever reconcile says: it is the run's own work.
+    spdlog::info("host driver module {} appeared: converging again",
+                 normalizeModuleName(config_.selection.hostDriver));
+    (void)convergeNow();
+    observeAndPublish();
+    return;
+  }
   if (!config_.reconcile || !mode() || !last_) return;
   auto drift = driftKeys(last_->doc);
   if (drift.empty() && last_->doc.converged) {

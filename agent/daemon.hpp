@@ -87,6 +87,11 @@ std::optional<ChangedFunctions> changedFunctions(const std::vector<DeviceEvent>&
 // removed, a change, mdev, lost events), waits for the quiet as before.
 bool burstSettled(const std::vector<DeviceEvent>& events);
 
+// Whether a burst may end the wait for the GPU Operator's host driver: `module` appears (a
+// module add event: its driver container loaded it) or a waiting GPU is bound to a driver.
+bool hostDriverArrived(const std::vector<DeviceEvent>& events, std::string_view module,
+                       const std::set<Bdf>& waiting);
+
 // SIGTERM, SIGINT, SIGHUP (and SIGCHLD, to reap timed writes the kernel let go late) as a
 // descriptor for the poll loop (signalfd), or a fake in tests.
 class SignalSource {
@@ -127,6 +132,10 @@ class Agent {
   const StatusDocument* status() const { return last_ ? &last_->doc : nullptr; }
   size_t statusWrites() const { return writes_; }
   size_t convergences() const { return convergences_; }
+  // The GPUs the last convergence left waiting for the GPU Operator's host driver (container
+  // mode, host-driver-provider operator, its module not loaded): the agent converges again when
+  // the module appears or one of them is bound, with or without reconcile.
+  const std::set<Bdf>& awaitingDriver() const { return awaitingDriver_; }
   const AgentConfig& config() const { return config_; }
 
  private:
@@ -153,7 +162,8 @@ class Agent {
   };
   std::optional<PreflightCache> preflightCache_;
   StaticInputs statics_;  // node name, pci.ids, modules.alias: also dropped on convergence
-  std::set<std::string> failedDrift_;   // the drift a reconcile already failed on
+  std::set<std::string> failedDrift_;  // the drift a reconcile already failed on
+  std::set<Bdf> awaitingDriver_;
   Backoff retry_{kRetryFirst};          // armed while the last convergence failed
   Backoff republish_{kRepublishFirst};  // armed while the status is stale
   std::atomic<size_t> writes_{0};

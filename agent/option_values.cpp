@@ -42,6 +42,12 @@ Result<NvSwitchPolicy> parseNvSwitchValue(std::string_view where, std::string_vi
   return isNot(where, text, "an NVSwitch policy", "choose one of " + std::string(kNvSwitchChoices));
 }
 
+Result<DriverProvider> parseDriverProviderValue(std::string_view where, std::string_view text) {
+  if (auto p = parseDriverProvider(text)) return *p;
+  return isNot(where, text, "a host driver provider",
+               "choose one of " + std::string(kDriverProviderChoices));
+}
+
 Result<PciId> parsePciIdValue(std::string_view where, std::string_view text) {
   if (auto id = parsePciId(text)) return *id;
   return isNot(where, text, "a vendor:device id", "write VVVV:DDDD in hex, e.g. 10de:2236");

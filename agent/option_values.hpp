@@ -27,6 +27,7 @@ Result<Mode> parseModeValue(std::string_view where, std::string_view text);
 Result<CcMode> parseCcModeValue(std::string_view where, std::string_view text);
 // What prepare does with NVSwitches: auto (follow Fabric Manager's FABRIC_MODE), with-gpus, leave.
 Result<NvSwitchPolicy> parseNvSwitchValue(std::string_view where, std::string_view text);
+Result<DriverProvider> parseDriverProviderValue(std::string_view where, std::string_view text);
 Result<PciId> parsePciIdValue(std::string_view where, std::string_view text);  // 10de:2236
 Result<Bdf> parseBdfValue(std::string_view where, std::string_view text);      // 0000:3b:00.0
 // A driver or module name (checkDriverName): [A-Za-z0-9_-], 1..64 bytes.

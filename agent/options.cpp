@@ -47,6 +47,10 @@ const std::vector<Option>& optionTable() {
       {"devices", Arg::kText, "only these GPUs, BDF,... (companions follow)"},
       {"gpu-ids", Arg::kText, "select VVVV:DDDD,... instead of NVIDIA GPUs"},
       {"host-driver", Arg::kText, "the datacenter driver (default nvidia)"},
+      {"host-driver-provider", Arg::kText,
+       "who loads the host driver module: host (hostprep), operator (the GPU Operator's driver "
+       "container) or auto (operator when the host's module tree lacks it and /run/nvidia/driver "
+       "or /run/nvidia/validations is there) (default host)"},
       {"holder-nodes", Arg::kText,
        "device nodes whose holders block unbinding the host driver (default /dev/<host-driver>*)"},
       {"reconcile", Arg::kNone,
@@ -237,6 +241,11 @@ Status readSelection(const po::variables_map& vm, SelectionOverrides& o) {
     if (!drv) return drv.error();
     o.hostDriver = *drv;
   }
+  if (auto t = text(vm, "host-driver-provider")) {
+    auto p = parseDriverProviderValue("--host-driver-provider", *t);
+    if (!p) return p.error();
+    o.hostDriverProvider = *p;
+  }
   return {};
 }
 
@@ -334,6 +343,7 @@ GPU that no devices rule matches, the rule's mode for the others (a mixed node),
            {"gpu-ids"},
            {"host-driver", "the datacenter driver's module (its PCI drivers: the host drivers)",
             SelectionOptions{}.hostDriver},
+           {"host-driver-provider"},
            {"holder-nodes"},
            {"lock-timeout"},
            {"unbind-timeout"},
@@ -403,6 +413,7 @@ each mode on its GPUs, the node for all of them, and the mix (gpu.mode-mix).
            {"gpu-ids"},
            {"host-driver", "the datacenter driver's module (its PCI drivers: the host drivers)",
             SelectionOptions{}.hostDriver},
+           {"host-driver-provider"},
            {"color"}},
           "\nExit codes: 0 no check failed, 1 a check failed, 2 usage error.\n"};
 }
@@ -445,7 +456,8 @@ selection: the flags, else the config's, else the last prepare's.
            {"config", "the agent config under --root (default " + std::string(kConfigPath) + ")"},
            {"devices"},
            {"gpu-ids"},
-           {"host-driver"}}};
+           {"host-driver"},
+           {"host-driver-provider"}}};
 }
 
 Result<StatusOptions> readStatus(const po::variables_map& vm) {
@@ -599,6 +611,7 @@ void SelectionOverrides::applyTo(SelectionOptions& s) const {
   if (gpuIds) s.gpuIds = *gpuIds;
   if (devices) s.devices = *devices;
   if (hostDriver) s.hostDriver = *hostDriver;
+  if (hostDriverProvider) s.hostDriverProvider = *hostDriverProvider;
 }
 
 Result<ParsedGlobal> parseGlobalOptions(int argc, const char* const* argv) {

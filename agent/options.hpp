@@ -38,6 +38,7 @@ struct SelectionOverrides {
   std::optional<std::vector<PciId>> gpuIds;
   std::optional<std::vector<Bdf>> devices;
   std::optional<std::string> hostDriver;
+  std::optional<DriverProvider> hostDriverProvider;
   void applyTo(SelectionOptions& s) const;
 };
 

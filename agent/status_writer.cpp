@@ -6,6 +6,7 @@
 #include "checks/preflight.hpp"
 #include "drivers/bootconfig.hpp"
 #include "drivers/kmod.hpp"
+#include "drivers/operator_driver.hpp"
 #include "drivers/parsers.hpp"
 #include "drivers/platform.hpp"
 #include "drivers/text.hpp"
@@ -41,7 +42,11 @@ std::optional<PreflightOutcome> preflightOutcome(const Host& host, const Snapsho
   const BootConfig boot = readBootConfig(host);
   PreflightRequest req{mode, sel};
   req.rules = rules;
-  auto r = preflightHost(HostFacts{&s, {}, platform, boot, s.cmdlineText}, req);
+  HostFacts facts{&s, {}, platform, boot, s.cmdlineText};
+  facts.operatorDriver =
+      operatorProvidesDriver(host, sel.hostDriverProvider, s.kernelRelease, sel.hostDriver);
+  facts.otherAgents = operatorAgents(host);
+  auto r = preflightHost(facts, req);
   if (!r) return std::nullopt;
   std::vector<std::string> failed;
   for (const auto& c : r->checks) {
@@ -109,6 +114,16 @@ Result<std::unique_ptr<Observation>> observe(const Host& host, const StatusReque
     in.previous = parseConditions(*prev);
   }
   in.convergeError = r.convergeError;
+  if (r.previous) {
+    o->operatorDriver = r.previous->operatorDriver;
+    o->otherAgents = r.previous->otherAgents;
+  } else {
+    o->operatorDriver = operatorProvidesDriver(host, in.selection.hostDriverProvider,
+                                               o->snapshot.kernelRelease, in.selection.hostDriver);
+    o->otherAgents = operatorAgents(host);
+  }
+  in.operatorDriver = o->operatorDriver;
+  in.otherAgents = o->otherAgents;
   clock.lap("status: desired mode and previous conditions");
   if (in.desiredMode) {
     in.preflight =

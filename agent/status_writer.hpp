@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "agent/config.hpp"
 #include "drivers/status.hpp"
@@ -60,6 +61,10 @@ struct Observation {
   Snapshot snapshot;
   VgpuHost vgpu;
   StatusDocument doc;
+  // Read on a whole read only, kept by a scoped one (a bind or unbind changes neither): whether
+  // the GPU Operator provides the host driver, and its agents seen in proc/.
+  bool operatorDriver = false;
+  std::vector<std::string> otherAgents;
   Observation() = default;
   Observation(const Observation&) = delete;
   Observation& operator=(const Observation&) = delete;

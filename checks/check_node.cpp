@@ -98,6 +98,7 @@ NodeResult checkNode(const NodeDoc& d, const Cluster& c, const CheckNodeInput& i
   checkPausedOperands(n, f);
   checkStateLabels(n, f);
   checkPreinstalledDriver(n, f);
+  checkOperatorAgents(n, f, c.policy);
   if (n.split) {
     checkSplit(n, f);
     // The vGPU config applies to the split's vm-vgpu GPUs only.

@@ -79,6 +79,10 @@ struct PolicyView {
   bool given = false;  // false: no ClusterPolicy, the values below are assumed
   bool sandboxEnabled = true;
   Mode defaultWorkload = Mode::kContainer;
+  // spec.vfioManager.enabled, spec.vgpuDeviceManager.enabled (the operator's defaults: true);
+  // with hostprep on a node they are a second owner of its GPUs.
+  bool vfioManagerEnabled = true;
+  bool vgpuDeviceManagerEnabled = true;
   std::string source;  // the document, or empty
 };
 

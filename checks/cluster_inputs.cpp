@@ -69,6 +69,13 @@ Result<Policy> readPolicy(const std::optional<Document>& doc, std::vector<Findin
   p.view.sandboxEnabled = false;  // the operator's default
   if (const json* n = at(**cp, {"metadata", "name"}); n && n->is_string())
     p.name = n->get<std::string>();
+  // The operator's own agents for VM nodes; enabled unless the policy says false (their
+  // defaults in NVIDIA/gpu-operator's Helm values: vfioManager.enabled and
+  // vgpuDeviceManager.enabled true).
+  if (const json* e = at(**cp, {"spec", "vfioManager", "enabled"}))
+    p.view.vfioManagerEnabled = isTrue(e);
+  if (const json* e = at(**cp, {"spec", "vgpuDeviceManager", "enabled"}))
+    p.view.vgpuDeviceManagerEnabled = isTrue(e);
   const json* sw = at(**cp, {"spec", "sandboxWorkloads"});
   if (!sw || !sw->is_object()) return p;
   if (const json* e = at(*sw, {"enabled"})) p.view.sandboxEnabled = isTrue(e);
@@ -201,6 +208,10 @@ Result<std::optional<KubeVirtView>> readKubeVirt(const std::optional<Document>& 
   if (!kv) return kv.error();
   KubeVirtView v;
   v.source = doc->source;
+  if (const json* n = at(**kv, {"metadata", "name"}); n && n->is_string())
+    v.name = n->get<std::string>();
+  if (const json* n = at(**kv, {"metadata", "namespace"}); n && n->is_string())
+    v.namespace_ = n->get<std::string>();
   const json* config = at(**kv, {"spec", "configuration"});
   if (!config) return std::optional<KubeVirtView>(std::move(v));
   if (const json* g = at(*config, {"developerConfiguration", "featureGates"}); g && g->is_array()) {
@@ -218,6 +229,7 @@ Result<std::optional<KubeVirtView>> readKubeVirt(const std::optional<Document>& 
   auto readList = [&](const char* key, bool mediated, const char* selectorKey) {
     const json* list = phd ? at(*phd, {key}) : nullptr;
     if (!list || !list->is_array()) return;
+    (mediated ? v.mediatedDevices : v.pciHostDevices) = *list;
     for (const auto& e : *list) {
       const json* rn = at(e, {"resourceName"});
       if (!rn || !rn->is_string()) continue;

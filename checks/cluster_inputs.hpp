@@ -63,6 +63,13 @@ struct HostDeviceEntry {
 
 struct KubeVirtView {
   std::string source;
+  std::string name = "kubevirt";        // metadata.name, for the patch check-node prints
+  std::string namespace_ = "kubevirt";  // metadata.namespace
+  // spec.configuration.permittedHostDevices.pciHostDevices and .mediatedDevices as given (empty
+  // arrays when absent): a JSON merge patch replaces a list whole (RFC 7386), so the patch that
+  // adds entries carries these too.
+  nlohmann::json pciHostDevices = nlohmann::json::array();
+  nlohmann::json mediatedDevices = nlohmann::json::array();
   std::vector<HostDeviceEntry> entries;
   std::vector<std::string> gates;
   // spec.configuration.mediatedDevicesConfiguration, when set: its keys (mediatedDeviceTypes,

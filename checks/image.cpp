@@ -306,7 +306,8 @@ PreflightReport preflightImage(const ImageFacts& f, const PreflightRequest& req)
                         [&](const ImageKernel& k) { return checkVgpuModules(k.modules, mode); }));
   c.push_back(hardwareSkip("modules.vgpu-firmware", mode, mode == Mode::kVmVgpu));
   c.push_back(perKernel("modules.host-driver", ks, [&](const ImageKernel& k) {
-    return checkHostDriver(k.modules, req.selection.hostDriver, mode);
+    return checkHostDriver(k.modules, req.selection.hostDriver, mode,
+                           req.selection.hostDriverProvider == DriverProvider::kOperator);
   }));
   c.push_back(checkImageNouveau(ks, f.boot));
   c.push_back(makeCheck("gpu.present", CheckStatus::kSkip, std::string(kNeedsHardware)));
@@ -323,6 +324,8 @@ PreflightReport preflightImage(const ImageFacts& f, const PreflightRequest& req)
                   ? makeCheck("gpu.cc", CheckStatus::kSkip,
                               "confidential computing not asked for (cc-mode off)")
                   : hardwareSkip("gpu.cc", mode, vm));
+  c.push_back(makeCheck("gpu.owner", CheckStatus::kSkip,
+                        "an image runs no GPU Operator agents: checked on the running node"));
   std::optional<KernelConfig> config;
   if (!ks.empty()) config = ks.back().config;
   c.push_back(checkBootPersistence(mode, f.boot, views, req.selection.gpuIds, config,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "checks/findings.hpp"
@@ -38,9 +39,64 @@ std::optional<uint16_t> deviceOf(const StatusView& st, const std::string& resour
   return std::nullopt;
 }
 
+// The entries a merge patch adds, by resource name (the first node's wins).
+struct PatchEntries {
+  std::map<std::string, nlohmann::json> pci, mdev;
+  std::set<std::string> unknownDevice;  // passthrough resources whose device id no input gives
+};
+
+std::string upperSelector(uint16_t device) {
+  std::string s = "10DE:" + hexDigits(device, 4);
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+  return s;
+}
+
+}  // namespace
+
+std::optional<nlohmann::json> permittedDevicesPatch(const KubeVirtView& kv,
+                                                    const std::vector<nlohmann::json>& pci,
+                                                    const std::vector<nlohmann::json>& mdev) {
+  if (pci.empty() && mdev.empty()) return std::nullopt;
+  nlohmann::json phd = nlohmann::json::object();
+  auto extend = [](const nlohmann::json& have, const std::vector<nlohmann::json>& add) {
+    nlohmann::json out = have.is_array() ? have : nlohmann::json::array();
+    for (const auto& e : add) out.push_back(e);
+    return out;
+  };
+  if (!pci.empty()) phd["pciHostDevices"] = extend(kv.pciHostDevices, pci);
+  if (!mdev.empty()) phd["mediatedDevices"] = extend(kv.mediatedDevices, mdev);
+  return nlohmann::json{{"spec", {{"configuration", {{"permittedHostDevices", phd}}}}}};
+}
+
+namespace {
+
+void addPatchFinding(CheckNodeReport& report, const KubeVirtView& kv, const PatchEntries& p) {
+  std::vector<nlohmann::json> pci, mdev;
+  for (const auto& [name, e] : p.pci) pci.push_back(e);
+  for (const auto& [name, e] : p.mdev) mdev.push_back(e);
+  auto patch = permittedDevicesPatch(kv, pci, mdev);
+  if (!patch) return;
+  std::vector<std::string> names;
+  for (const auto& [name, e] : p.pci) names.push_back(name);
+  for (const auto& [name, e] : p.mdev) names.push_back(name);
+  std::string note;
+  if (!p.unknownDevice.empty()) {
+    std::vector<std::string> u(p.unknownDevice.begin(), p.unknownDevice.end());
+    note = "; not in it, no --status document gives the device id of " + join(u, ", ");
+  }
+  addClusterFinding(report.clusterFindings, "kubevirt-permit-patch", Severity::kInfo, kv.source,
+                    "one merge patch permits the " + std::to_string(names.size()) +
+                        " missing resource(s) (" + join(names, ", ") +
+                        "), keeping the entries the CR has" + note,
+                    "kubectl patch kubevirt " + kv.name + " -n " + kv.namespace_ +
+                        " --type merge -p '" + patch->dump() + "'");
+}
+
 }  // namespace
 
 void checkKubeVirt(CheckNodeReport& report, const KubeVirtView& kv, const Statuses& statuses) {
+  PatchEntries patch;
   std::set<const HostDeviceEntry*> permittedAndAdvertised;  // entries a node advertises
   bool anySandbox = false, anyVgpu = false;
   std::set<std::string> unverified;
@@ -56,6 +112,23 @@ void checkKubeVirt(CheckNodeReport& report, const KubeVirtView& kv, const Status
       const char* list = mediated ? "mediatedDevices" : "pciHostDevices";
       const HostDeviceEntry* e = kv.find(r.name);
       if (!e) {
+        // The entry as the sandbox device plugin names the resource; a PCI one needs the device
+        // id (a raw-id name, or the node's status document).
+        if (mediated) {
+          patch.mdev.emplace(r.name, nlohmann::json{{"mdevNameSelector", spaced(r.name)},
+                                                    {"resourceName", r.name},
+                                                    {"externalResourceProvider", true}});
+        } else {
+          std::optional<uint16_t> dev = rawDeviceId(r.name);
+          if (!dev && st) dev = deviceOf(*st, r.name);
+          if (dev) {
+            patch.pci.emplace(r.name, nlohmann::json{{"pciVendorSelector", upperSelector(*dev)},
+                                                     {"resourceName", r.name},
+                                                     {"externalResourceProvider", true}});
+          } else {
+            patch.unknownDevice.insert(r.name);
+          }
+        }
         addFinding(n, "kubevirt-not-permitted", Severity::kError,
                    r.name + " is advertised but not in the KubeVirt CR's permittedHostDevices." +
                        list + " (" + kv.source + "): VMs asking for it are rejected",
@@ -127,6 +200,7 @@ void checkKubeVirt(CheckNodeReport& report, const KubeVirtView& kv, const Status
       }
     }
   }
+  addPatchFinding(report, kv, patch);
   for (const auto& name : unverified) {
     const auto* e = kv.find(name);
     addClusterFinding(

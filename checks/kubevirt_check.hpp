@@ -8,7 +8,16 @@
 
 namespace hostprep {
 
-// Adds node findings to report.nodes and cluster findings to report.clusterFindings.
+// The JSON merge patch (RFC 7386, kubectl patch --type merge) that adds `pci` and `mdev` entries
+// to the CR's permittedHostDevices lists: a merge patch replaces a list whole, so each list it
+// names carries the CR's entries first. nullopt when there is nothing to add.
+std::optional<nlohmann::json> permittedDevicesPatch(const KubeVirtView& kv,
+                                                    const std::vector<nlohmann::json>& pci,
+                                                    const std::vector<nlohmann::json>& mdev);
+
+// Adds node findings to report.nodes and cluster findings to report.clusterFindings; the
+// resources advertised but not permitted also get one cluster finding kubevirt-permit-patch
+// whose fix is the kubectl patch that permits them all.
 void checkKubeVirt(CheckNodeReport& report, const KubeVirtView& kv, const Statuses& statuses);
 
 }  // namespace hostprep

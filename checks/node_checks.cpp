@@ -557,4 +557,40 @@ void checkStatus(NodeResult& n, const StatusView& st) {
   }
 }
 
+void checkOperatorAgents(NodeResult& n, const NodeFacts& f, const Policy& policy) {
+  const PolicyView& p = policy.view;
+  if (!p.given || !p.sandboxEnabled) return;  // the operator deploys them with sandbox workloads
+  bool hostprep = f.status != nullptr;
+  if (const json* l = f.labels.raw()) {
+    forEachPrefixed(*l, kHostprepLabelPrefix,
+                    [&](const std::string&, const json&) { hostprep = true; });
+  }
+  if (!hostprep) return;
+  std::vector<std::string> fields;
+  std::vector<std::string> patch;
+  std::vector<std::string> helm;
+  if (p.vfioManagerEnabled) {
+    fields.push_back("spec.vfioManager.enabled");
+    patch.push_back("\"vfioManager\":{\"enabled\":false}");
+    helm.push_back("--set vfioManager.enabled=false");
+  }
+  if (p.vgpuDeviceManagerEnabled) {
+    fields.push_back("spec.vgpuDeviceManager.enabled");
+    patch.push_back("\"vgpuDeviceManager\":{\"enabled\":false}");
+    helm.push_back("--set vgpuDeviceManager.enabled=false");
+  }
+  if (fields.empty()) return;
+  addFinding(n, "operator-agent-enabled", Severity::kError,
+             "hostprep runs on this node (" +
+                 std::string(f.status ? "its status document" : "its hostprep.* NFD labels") +
+                 ") and " + policy.ref() + " still has " + join(fields, " and ") +
+                 " true: the operator's vfio-manager (vfio-manage bind --all) or "
+                 "vgpu-device-manager would move the same GPUs, racing hostprep",
+             "turn them off: kubectl patch clusterpolicy/" + policy.name +
+                 " --type merge -p '{\"spec\":{" + join(patch, ",") +
+                 "}}' (Helm: " + join(helm, " ") +
+                 "); keep sandboxDevicePlugin and the validators; see README, Deploying beside "
+                 "the GPU Operator");
+}
+
 }  // namespace hostprep

@@ -57,6 +57,13 @@ void checkDeployLabels(NodeResult& n, const NodeFacts& f);
 void checkResources(NodeResult& n, const NodeFacts& f, const Policy& policy);
 // 3b. A split node's resources against its declared split, instead of checkResources.
 void checkSplit(NodeResult& n, const NodeFacts& f);
+// 4b. One owner per GPU: a node where hostprep runs (its NFD labels
+// feature.node.kubernetes.io/hostprep.*, or its status document) under a ClusterPolicy that
+// still deploys the operator's vfio-manager or vgpu-device-manager (spec.vfioManager.enabled,
+// spec.vgpuDeviceManager.enabled, both true by default with sandbox workloads on): an error
+// naming the fields to turn off.
+inline constexpr std::string_view kHostprepLabelPrefix = "feature.node.kubernetes.io/hostprep.";
+void checkOperatorAgents(NodeResult& n, const NodeFacts& f, const Policy& policy);
 // 5. The host's status document against the node object.
 void checkStatus(NodeResult& n, const StatusView& st);
 

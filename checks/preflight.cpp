@@ -47,6 +47,7 @@ constexpr CheckInfo kChecks[] = {
     {"gpu.bars", "Large BARs (64-bit MMIO)"},
     {"gpu.fabric", "NVSwitches and Fabric Manager"},
     {"gpu.cc", "Confidential computing"},
+    {"gpu.owner", "One owner per GPU"},
     {"boot.persistence", "Mode survives a reboot"},
     {"kernel.lockdown", "Lockdown / Secure Boot"},
 };
@@ -107,6 +108,24 @@ std::vector<PciId> targetIds(const Snapshot* s, const Selection* sel) {
   return out;
 }
 
+// gpu.owner: the GPU Operator's vfio-manager (k8s-driver-manager's vfio-manage) and
+// vgpu-device-manager move the same GPUs hostprep moves; two agents on one GPU race (the
+// vfio-manager's "bind --all" leaves the audio companion behind, its preStop "unbind --all" leaves
+// the GPUs without a driver). Seen by their processes in the host's proc/.
+CheckResult checkSingleOwner(const std::vector<std::string>& agents, Mode mode) {
+  (void)mode;
+  if (agents.empty()) {
+    return makeCheck("gpu.owner", CheckStatus::kPass,
+                     "no vfio-manager or vgpu-device-manager of the GPU Operator runs here");
+  }
+  return makeCheck("gpu.owner", CheckStatus::kWarn,
+                   "the GPU Operator's agents move this node's GPUs too: " + join(agents, "; "),
+                   "set vfioManager.enabled=false and vgpuDeviceManager.enabled=false in the "
+                   "ClusterPolicy (Helm: --set vfioManager.enabled=false --set "
+                   "vgpuDeviceManager.enabled=false) where hostprep runs, or keep hostprep off "
+                   "this node; 'hostprep check-node --cluster-policy' checks it");
+}
+
 // Every check but gpu.mode-mix for one mode on `sel` (all selected GPUs, or one mode's), in
 // report order.
 std::vector<CheckResult> modeChecks(const HostFacts& f, const PreflightRequest& req, Mode mode,
@@ -125,7 +144,7 @@ std::vector<CheckResult> modeChecks(const HostFacts& f, const PreflightRequest& 
   c.push_back(checkVfioModules(p.modules, p.kernelRelease, mode));
   c.push_back(checkVgpuModules(p.modules, mode));
   c.push_back(checkVgpuFirmware(p, mode));
-  c.push_back(checkHostDriver(p.modules, req.selection.hostDriver, mode));
+  c.push_back(checkHostDriver(p.modules, req.selection.hostDriver, mode, f.operatorDriver));
   c.push_back(checkNouveauLoaded(p, s, f.boot));
   c.push_back(checkGpusPresent(s, f.snapshotError, selp, req.selection));
   c.push_back(checkGroups(s, selp, mode));
@@ -134,6 +153,7 @@ std::vector<CheckResult> modeChecks(const HostFacts& f, const PreflightRequest& 
   c.push_back(checkLargeBars(s, selp, mode));
   c.push_back(checkFabric(p, s, mode, req.selection.hostDriver));
   c.push_back(checkConfidentialComputing(p, s, selp, mode, req.cc));
+  c.push_back(checkSingleOwner(f.otherAgents, mode));
   c.push_back(checkBootPersistence(mode, f.boot, bootViews(f, running), targetIds(s, selp),
                                    p.kernelConfig, req.selection.hostDriver));
   c.push_back(checkLockdown(p, mode, req.selection.hostDriver));

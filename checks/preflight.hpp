@@ -12,6 +12,7 @@
 //                                   modules.host-driver  modules.nouveau  kernel.lockdown
 //   checks/preflight_gpus.*         gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga  gpu.bars
 //   checks/preflight.cpp            gpu.mode-mix (the modes of a mixed node, drivers/device_rules)
+//                                   gpu.owner (one owner per GPU: the GPU Operator's agents)
 //   checks/preflight_fabric.*       gpu.fabric (NVSwitches and Fabric Manager)
 //   checks/preflight_cc.*           gpu.cc (confidential computing)
 //   checks/preflight_persistence.*  boot.persistence
@@ -22,7 +23,7 @@
 //   cpu.virtualization  cpu.kvm  iommu.firmware  iommu.kernel  cmdline.iommu  cmdline.iommu-pt
 //   iommu.interrupt-remapping  iommu.iommufd  modules.vfio  modules.vgpu  modules.vgpu-firmware
 //   modules.host-driver  modules.nouveau  gpu.present  iommu.groups  gpu.mode-mix  gpu.sriov
-//   gpu.boot-vga  gpu.bars  gpu.fabric  gpu.cc  boot.persistence  kernel.lockdown
+//   gpu.boot-vga  gpu.bars  gpu.fabric  gpu.cc  gpu.owner  boot.persistence  kernel.lockdown
 //   image.kernels (image mode only)
 //
 // A mixed node (the config's devices rules give the selected GPUs more than one mode): every
@@ -105,6 +106,11 @@ struct HostFacts {
   const PlatformFacts& platform;
   const BootConfig& boot;
   std::string cmdline;  // proc/cmdline of the running kernel ("" when unreadable)
+  // The host driver comes from the GPU Operator's driver container (host-driver-provider,
+  // resolved against the host: drivers/operator_driver.hpp).
+  bool operatorDriver = false;
+  // The GPU Operator's agents seen moving GPUs on this host (operatorAgents): gpu.owner.
+  std::vector<std::string> otherAgents{};
 };
 
 // Runs every check against a live host. Fails (exit 2) only when --devices names something that

@@ -86,13 +86,18 @@ CheckResult checkVgpuFirmware(const PlatformFacts& p, Mode mode) {
 }
 
 CheckResult checkHostDriver(const std::map<std::string, ModuleFacts>& mods,
-                            const std::string& driver, Mode mode) {
+                            const std::string& driver, Mode mode, bool operatorDriver) {
   const char* id = "modules.host-driver";
   if (mode == Mode::kVmPassthrough) return skipForMode(id, mode);
   const std::string m = normalizeModuleName(driver);
   auto it = mods.find(m);
   if (it != mods.end() && it->second.loaded)
     return makeCheck(id, CheckStatus::kPass, m + " loaded");
+  if (operatorDriver) {
+    return makeCheck(id, CheckStatus::kInfo,
+                     m + " is provided by the GPU Operator's driver container "
+                         "(host-driver-provider): not loaded yet, hostprep waits for it");
+  }
   if (it != mods.end() && it->second.available())
     return makeCheck(id, CheckStatus::kPass, m + " available");
   return makeCheck(

@@ -13,8 +13,10 @@ namespace hostprep {
 CheckResult checkVfioModules(const std::map<std::string, ModuleFacts>& mods,
                              const std::string& release, Mode mode);
 CheckResult checkVgpuModules(const std::map<std::string, ModuleFacts>& mods, Mode mode);
+// modules.host-driver; with `operatorDriver` (the GPU Operator's driver container provides the
+// module) a module this kernel's tree lacks is INFO, not WARN.
 CheckResult checkHostDriver(const std::map<std::string, ModuleFacts>& mods,
-                            const std::string& driver, Mode mode);
+                            const std::string& driver, Mode mode, bool operatorDriver = false);
 // modules.vgpu-firmware: vm-vgpu; the GSP firmware of the vGPU manager's version is installed
 // (lib/firmware/nvidia/<version>/gsp_*.bin; the version from the loaded nvidia module).
 CheckResult checkVgpuFirmware(const PlatformFacts& p, Mode mode);

@@ -154,6 +154,7 @@ Status checkDeviceState(std::string_view what, const DeviceState& st) {
 }
 
 std::string DeviceMove::target() const {
+  if (awaitsDriver) return "no driver until the GPU Operator loads module " + toModule;
   if (!toDriver.empty()) return toDriver;
   if (!toModule.empty()) return "a driver of module " + toModule;
   return "its own driver";
@@ -559,14 +560,25 @@ Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs&
                             ".conf, update-initramfs -u, reboot); 'hostprep preflight --mode " +
                             std::string(toString(mode)) + "' checks it");
       }
-      const bool onWanted = gpu ? onHost : (!cur.empty() && !isVfioDriver(cur));
+      // The GPU Operator's driver container loads the host module, never a plan: until it
+      // has, a GPU waits without override and without driver (off vfio, so the operator's
+      // driver can take it), and the run succeeds; once it is loaded, the probe binds it.
+      const bool waits = gpu && mode == Mode::kContainer && in.operatorDriver &&
+                         !s.loadedModules.count(hostModule);
+      mv.awaitsDriver = waits && !onHost;
+      const bool onWanted =
+          gpu ? (onHost || (waits && cur.empty())) : (!cur.empty() && !isVfioDriver(cur));
       const bool leftVfio = !gpu && !isVfioDriver(cur);  // a driverless companion is fine
       if (!ovr.empty() || !(onWanted || leftVfio)) {
         mv.changes = true;
-        if (gpu) b.loadModule(hostModule, hostModule);
+        if (gpu && !in.operatorDriver) b.loadModule(hostModule, hostModule);
         if (!ovr.empty()) b.step(StepKind::kSetOverride, t.bdf, "");
         if (!(onWanted || leftVfio)) {
           if (!cur.empty()) b.step(StepKind::kUnbind, t.bdf, cur);
+          if (waits) {
+            b.plan.moves.push_back(mv);
+            continue;
+          }
           b.step(StepKind::kProbe, t.bdf);
           if (gpu) {
             b.step(StepKind::kVerifyModule, t.bdf, hostModule);
@@ -587,6 +599,14 @@ Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs&
     b.plan.steps.push_back({StepKind::kVerifyVfioGroup, std::nullopt, {}, g, {}});
   }
   return std::move(b.plan);
+}
+
+std::vector<Bdf> Plan::awaitingDriver() const {
+  std::vector<Bdf> out;
+  for (const auto& mv : moves) {
+    if (mv.awaitsDriver) out.push_back(mv.bdf);
+  }
+  return out;
 }
 
 std::map<Mode, int> Plan::split() const {

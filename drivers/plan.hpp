@@ -61,6 +61,9 @@ struct DeviceMove {
   bool changes = false;          // false when the device is already where it should be
   Mode mode = Mode::kContainer;  // the mode it goes to (on a mixed node, not every device's)
   std::string toModule{};        // the host module whose driver it must end on (GPUs, NVSwitches)
+  // Container mode with the host driver from the GPU Operator and its module not loaded yet: the
+  // device is left without override and without driver until the module appears.
+  bool awaitsDriver = false;
 
   // Where it goes, for people: "vfio-pci", "nvidia", "a driver of module nvidia" (the probe picks
   // which), "its own driver" (a companion).
@@ -71,6 +74,9 @@ struct PlanInputs {
   Mode mode = Mode::kContainer;       // every selected device's, unless `modes` names another
   std::string hostDriver = "nvidia";  // the host module: each function on the driver it gives it
   std::string modulesAlias;           // lib/modules/<release>/modules.alias text ("" if absent)
+  // The host module comes from the GPU Operator's driver container (DriverProvider::kOperator,
+  // resolved): never loaded by a plan; a GPU waits driverless while the module is not loaded.
+  bool operatorDriver = false;
   // vGPU: the live vGPU view (nullopt: no vGPU parents or devices on this host), the selected
   // config's entries (nullopt: the embedded defaults per GPU model), and whether the vGPU
   // manager's nvidia_vgpu_vfio module exists for this kernel.
@@ -129,6 +135,8 @@ struct Plan {
   std::set<std::string> hostDrivers;  // the host module's PCI drivers, as the snapshot showed them
 
   bool noop() const { return steps.empty(); }
+  // Devices left waiting for the operator's host driver (DeviceMove::awaitsDriver).
+  std::vector<Bdf> awaitingDriver() const;
   // How many GPUs (role gpu) go to each mode; more than one entry on a mixed node.
   std::map<Mode, int> split() const;
 };

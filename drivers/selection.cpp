@@ -30,6 +30,17 @@ std::optional<NvSwitchPolicy> parseNvSwitchPolicy(std::string_view s) {
   return std::nullopt;
 }
 
+constexpr std::string_view kDriverProviderNames[] = {"host", "operator", "auto"};
+
+std::string_view toString(DriverProvider p) { return kDriverProviderNames[static_cast<size_t>(p)]; }
+
+std::optional<DriverProvider> parseDriverProvider(std::string_view s) {
+  for (size_t i = 0; i < std::size(kDriverProviderNames); ++i) {
+    if (s == kDriverProviderNames[i]) return static_cast<DriverProvider>(i);
+  }
+  return std::nullopt;
+}
+
 bool nvSwitchesWithGpus(NvSwitchPolicy p, FabricMode m) {
   if (p == NvSwitchPolicy::kAuto) return m == FabricMode::kFullPassthrough;
   return p == NvSwitchPolicy::kWithGpus;

@@ -12,6 +12,18 @@
 
 namespace hostprep {
 
+// Who provides the host driver module (--host-driver-provider). host: hostprep loads it from the
+// host's lib/modules. operator: NVIDIA's GPU Operator's driver container loads it (its
+// nvidia-driver-daemonset builds or ships nvidia.ko, loads it from inside the container and shares
+// its root at /run/nvidia/driver; NVIDIA/gpu-operator assets/state-driver), so hostprep never
+// loads it: container mode clears overrides, unbinds vfio, and probes once the module is loaded.
+// auto: operator when the host's module tree lacks the module and the operator's driver root or
+// validation files are present (resolveDriverProvider), else host.
+enum class DriverProvider { kHost, kOperator, kAuto };
+std::string_view toString(DriverProvider p);
+std::optional<DriverProvider> parseDriverProvider(std::string_view s);
+inline constexpr std::string_view kDriverProviderChoices = "host, operator, auto";
+
 struct SelectionOptions {
   std::vector<Bdf> devices;           // --devices: only these (and their companions)
   std::vector<PciId> gpuIds;          // --gpu-ids: replaces the NVIDIA vendor/class rule
@@ -19,6 +31,7 @@ struct SelectionOptions {
   // Every NVSwitch goes with the GPUs (whatever --devices picks: in full passthrough the fabric
   // goes to the VMs whole). prepare resolves --nvswitch into this (nvSwitchesWithGpus).
   bool withNvSwitches = false;
+  DriverProvider hostDriverProvider = DriverProvider::kHost;  // --host-driver-provider
 };
 
 // An NVSwitch: NVIDIA vendor, class 0x0680 (bridge, other), not a VF. HGX/DGX boards carry

@@ -8,6 +8,7 @@
 
 #include "drivers/host_module.hpp"
 #include "drivers/journal.hpp"
+#include "drivers/operator_driver.hpp"
 #include "drivers/parsers.hpp"
 #include "drivers/plan.hpp"
 #include "drivers/resource_names.hpp"
@@ -77,6 +78,10 @@ void judgeDriver(const Snapshot& s, Mode mode, Role role, const PciFunction& f,
     if (auto d = hostDriverOf(s, f, module); !d.empty()) dev.wantedDriver = d;
   }
   if (role == Role::kVf && mode != Mode::kVmVgpu) return;  // not judged
+  if (host && mode == Mode::kContainer && in.operatorDriver && !f.driver &&
+      !s.loadedModules.count(*dev.wantedModule)) {
+    return;  // waits for the GPU Operator's driver container: not drift (HostDriverProvided)
+  }
   if (host) {
     dev.onWantedDriver = isDriverOfModule(s, f.driver.value_or(""), *dev.wantedModule);
   } else if (dev.wantedDriver) {
@@ -302,6 +307,7 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
   if (in.desiredMode && sel && gpus) {
     PlanInputs pin{*in.desiredMode, in.selection.hostDriver, in.modulesAlias};
     pin.modes = modes;
+    pin.operatorDriver = in.operatorDriver;
     auto plan = makePlan(s, selection, pin);
     if (plan) {
       planNoop = plan->noop();
@@ -318,8 +324,16 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
       d.desiredSplit.size() > 1
           ? ActualMode::kMixed
           : asActual(single.value_or(in.desiredMode.value_or(Mode::kContainer)));
+  // GPUs waiting for the GPU Operator's host driver (container mode, its module not loaded).
+  const std::string hostModule = normalizeModuleName(in.selection.hostDriver);
+  std::vector<std::string> waiting;
+  for (const auto& dev : d.devices) {
+    if (dev.wantedModule && !dev.onWantedDriver.has_value() && isGpuRole(dev.role) &&
+        dev.desiredMode && *dev.desiredMode == Mode::kContainer)
+      waiting.push_back(dev.fn->bdf.str());
+  }
   d.converged = in.desiredMode && sel && gpus && drift.empty() && planNoop &&
-                d.actualMode == wantedActual && !in.convergeError;
+                d.actualMode == wantedActual && !in.convergeError && waiting.empty();
 
   // 4. Conditions.
   if (in.preflight) {
@@ -355,6 +369,10 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
   } else if (in.convergeError) {
     d.conditions.push_back(makeCondition(in, "DevicesOnWantedDriver", ConditionStatus::kFalse,
                                          "ConvergeFailed", *in.convergeError));
+  } else if (!waiting.empty()) {
+    d.conditions.push_back(makeCondition(
+        in, "DevicesOnWantedDriver", ConditionStatus::kUnknown, "WaitingForHostDriver",
+        waitingForOperatorDriver(hostModule) + ": " + join(waiting, ", ")));
   } else if (planProblem) {
     d.conditions.push_back(makeCondition(in, "DevicesOnWantedDriver", ConditionStatus::kFalse,
                                          "StepsPending", *planProblem));
@@ -363,6 +381,25 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
                                          "AllOnWantedDriver",
                                          std::to_string(d.devices.size()) + " device(s) on their " +
                                              d.desiredSummary() + " driver"));
+  }
+  if (in.operatorDriver) {
+    // Not a failure: the GPU Operator's driver container loads the module when it starts.
+    if (s.loadedModules.count(hostModule)) {
+      d.conditions.push_back(makeCondition(
+          in, "HostDriverProvided", ConditionStatus::kTrue, "OperatorDriverLoaded",
+          "module " + hostModule + " from the GPU Operator's driver container is loaded"));
+    } else {
+      d.conditions.push_back(makeCondition(in, "HostDriverProvided", ConditionStatus::kFalse,
+                                           "WaitingForOperatorDriver",
+                                           waitingForOperatorDriver(hostModule)));
+    }
+  }
+  if (!in.otherAgents.empty()) {
+    d.conditions.push_back(makeCondition(
+        in, "SingleOwner", ConditionStatus::kFalse, "OperatorAgentActive",
+        "the GPU Operator's agents move this node's GPUs too: " + join(in.otherAgents, "; ") +
+            "; set vfioManager.enabled=false and vgpuDeviceManager.enabled=false in the "
+            "ClusterPolicy (or keep hostprep off this node)"));
   }
   auto bad = nonViableGroups(s, selection);
   if (bad.empty()) {

@@ -35,7 +35,8 @@ std::string_view toString(ConditionStatus s);  // "True" | "False" | "Unknown"
 
 // Kubernetes-style condition.
 struct Condition {
-  std::string type;  // PreflightPassed, DevicesOnWantedDriver, GroupsViable
+  std::string type;  // PreflightPassed, DevicesOnWantedDriver, GroupsViable, HostDriverProvided,
+                     // SingleOwner
   ConditionStatus status = ConditionStatus::kUnknown;
   std::string reason;  // CamelCase
   std::string message;
@@ -94,6 +95,10 @@ struct StatusInputs {
   std::vector<Condition> previous;            // the last document's conditions (lastTransitionTime)
   std::optional<PreflightOutcome> preflight;  // nullopt: not evaluated
   std::optional<std::string> convergeError;   // the last convergence failed with this
+  // The host driver comes from the GPU Operator (resolved): its absence is waiting, not drift.
+  bool operatorDriver = false;
+  // Other agents seen acting on this node's GPUs (operatorAgents): the OtherAgents condition.
+  std::vector<std::string> otherAgents;
 };
 
 struct StatusDocument {

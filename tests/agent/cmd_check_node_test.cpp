@@ -216,3 +216,22 @@ TEST_CASE("check-node: an input file that holds no document exits 2 naming it",
                         "--cluster-policy", fx("clean/cluster-policy.yaml")});
   CHECK(r.exitCode == 0);
 }
+
+TEST_CASE(
+    "check-node --cluster-policy: the operator's vfio-manager left on over hostprep nodes "
+    "exits 1",
+    "[cli][check-node][operator]") {
+  auto r = runHostprep({"check-node", fx("mixed/nodes.yaml"), "--cluster-policy",
+                        fx("broken/cluster-policy-vfio-manager.yaml")});
+  CHECK(r.exitCode == 1);
+  CHECK_THAT(r.out, Catch::Contains("operator-agent-enabled"));
+  CHECK_THAT(r.out, Catch::Contains("spec.vfioManager.enabled true"));
+  r = runHostprep(
+      {"check-node", fx("mixed/nodes.yaml"), "--cluster-policy", fx("clean/cluster-policy.yaml")});
+  CHECK_THAT(r.out, !Catch::Contains("operator-agent-enabled"));
+  // The example ClusterPolicy of systemd/kubernetes/gpu-operator passes too.
+  r = runHostprep({"check-node", fx("mixed/nodes.yaml"), "--cluster-policy",
+                   fx("../../../systemd/kubernetes/gpu-operator/cluster-policy.yaml")});
+  CHECK(r.exitCode == 0);
+  CHECK_THAT(r.out, !Catch::Contains("operator-agent-enabled"));
+}

@@ -44,7 +44,7 @@ TEST_CASE("preflight: golden JSON for the ready Intel host", "[cli][preflight]")
   CHECK(j["target"] == "host");
   CHECK(j["summary"]["ok"] == true);
   CHECK(j["summary"]["fail"] == 0);
-  CHECK(j["checks"].size() == 23);
+  CHECK(j["checks"].size() == 24);
   CHECK(j["split"] == nlohmann::json{{"vm-passthrough", 1}});
   // Keys come in the documented order (id, status, title, detail, remedy), not sorted.
   CHECK(
@@ -175,7 +175,7 @@ TEST_CASE("preflight on a busybox-like guest and an empty root reports, never cr
         {"preflight", "--root", guest.root().string(), "--mode", mode, "--output", "json"});
     INFO(mode << " " << r.err);
     CHECK(r.exitCode == 1);
-    CHECK(nlohmann::json::parse(r.out)["checks"].size() == 23);
+    CHECK(nlohmann::json::parse(r.out)["checks"].size() == 24);
   }
   Fixture empty;
   auto r = runHostprep({"preflight", "--root", empty.root().string()});
@@ -253,10 +253,10 @@ TEST_CASE("preflight without --mode checks the config's split", "[cli][preflight
     CHECK(j["version"] == 2);
     CHECK(j["mode"] == "mixed");
     CHECK(j["split"] == nlohmann::json{{"container", 4}, {"vm-passthrough", 1}});
-    CHECK(j["checks"].size() == 23);
+    CHECK(j["checks"].size() == 24);
     std::set<std::string> ids;
     for (const auto& c : j["checks"]) ids.insert(c["id"].get<std::string>());
-    CHECK(ids.size() == 23);
+    CHECK(ids.size() == 24);
     CHECK(j["checks"][15]["id"] == "gpu.mode-mix");
     CHECK(j["checks"][15]["status"] == "pass");
     CHECK(j["checks"][14]["id"] == "iommu.groups");

@@ -13,7 +13,7 @@ TEST_CASE("a full config parses into typed values", "[config]") {
   auto c = parseConfig(
       "mode: vm-passthrough\n"
       "selection:\n  gpu-ids: [\"10de:2236\", 10de:2331]\n  devices: 0000:3b:00.0,0000:86:00.0\n"
-      "host-driver: nvidia\nholder-nodes: /dev/nvidia*\n"
+      "host-driver: nvidia\nhost-driver-provider: operator\nholder-nodes: /dev/nvidia*\n"
       "vgpu:\n  config-file: /etc/hostprep/vgpu.yaml\n  config-name: a10-4q\n"
       "status:\n  path: /run/hostprep/s.json\n  nfd-features: /etc/nfd/features.d/hostprep\n"
       "  prometheus: /var/lib/node-exporter/hostprep.prom\n"
@@ -24,6 +24,7 @@ TEST_CASE("a full config parses into typed values", "[config]") {
   CHECK(c->mode == Mode::kVmPassthrough);
   CHECK(c->selection.gpuIds.size() == 2);
   CHECK(c->selection.devices.size() == 2);
+  CHECK(c->selection.hostDriverProvider == DriverProvider::kOperator);
   CHECK(c->holderGlob() == "/dev/nvidia*");
   CHECK(c->vgpuConfigName == "a10-4q");
   CHECK(c->statusPath == "/run/hostprep/s.json");
@@ -31,6 +32,7 @@ TEST_CASE("a full config parses into typed values", "[config]") {
   auto empty = parseConfig("", "config.yaml");
   REQUIRE(empty);
   CHECK_FALSE(empty->mode);
+  CHECK(empty->selection.hostDriverProvider == DriverProvider::kHost);
   CHECK(empty->statusPath == "/run/hostprep/status.json");
   CHECK(empty->holderGlob() == "/dev/nvidia*");
 }
@@ -45,8 +47,10 @@ TEST_CASE("config errors name the file, the key and the fix, with exit 2", "[con
        "config.yaml: mode: 'vm' is not a mode (choose one of container, vm-passthrough, vm-vgpu)"},
       {"mdoe: container\n",
        "config.yaml: mdoe: unknown key (known keys: cc-mode, devices, holder-nodes, host-driver, "
-       "mode, "
-       "reconcile, selection, status, vgpu)"},
+       "host-driver-provider, mode, reconcile, selection, status, vgpu)"},
+      {"host-driver-provider: gpu-operator\n",
+       "config.yaml: host-driver-provider: 'gpu-operator' is not a host driver provider (choose "
+       "one of host, operator, auto)"},
       {"cc-mode: yes\n",
        "config.yaml: cc-mode: 'yes' is not a CC mode (choose one of off, on, devtools, ppcie)"},
       {"selection:\n  gpu-ids: [10de:2236, nope]\n",
@@ -234,7 +238,7 @@ TEST_CASE("the last selection is kept in the config's format and read back", "[c
   s.hostDriver = "nvidia";
   CHECK(formatSelection(s) ==
         "selection:\n  gpu-ids: [\"10de:2236\", \"10de:1aef\"]\n  devices: [\"0000:3b:00.0\"]\n"
-        "host-driver: \"nvidia\"\n");
+        "host-driver: \"nvidia\"\nhost-driver-provider: host\n");
   Fixture fx;
   RootHost host(fx.root());
   auto none = readLastSelection(host);
@@ -247,6 +251,7 @@ TEST_CASE("the last selection is kept in the config's format and read back", "[c
   CHECK((*back)->gpuIds == s.gpuIds);
   CHECK((*back)->devices == s.devices);
   CHECK((*back)->hostDriver == s.hostDriver);
+  CHECK((*back)->hostDriverProvider == s.hostDriverProvider);
   // The same selection again leaves the file as it is (no rewrite: the same inode); another
   // replaces it.
   const ino_t before = fx.inode("run/hostprep/last-selection");

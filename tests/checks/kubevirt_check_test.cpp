@@ -84,3 +84,50 @@ TEST_CASE("KubeVirt's own mdev configuration on a cluster with vm-vgpu nodes", "
     CHECK_FALSE(find(r2, "kubevirt-mdev-gate-missing", ""));
   }
 }
+
+// Issue 45, item 4: the step people miss most, as one patch to apply.
+TEST_CASE(
+    "missing permittedHostDevices entries come as one merge patch that, applied to the CR, "
+    "clears the findings",
+    "[check-node][kubevirt-patch]") {
+  auto in = cleanInput();
+  in.workloads.clear();
+  auto& phd = in.kubevirt->body["spec"]["configuration"]["permittedHostDevices"];
+  phd.erase("mediatedDevices");
+  phd["pciHostDevices"] = nlohmann::json::array();
+  // An unrelated entry the CR keeps: a merge patch replaces the list whole, so it must carry it.
+  phd["pciHostDevices"].push_back({{"pciVendorSelector", "8086:0D5C"},
+                                   {"resourceName", "intel.com/qat"},
+                                   {"externalResourceProvider", true}});
+  auto r = check(in);
+  REQUIRE(find(r, "kubevirt-not-permitted", "gpu-b"));
+  REQUIRE(find(r, "kubevirt-not-permitted", "gpu-c"));
+  const auto* p = find(r, "kubevirt-permit-patch", "");
+  REQUIRE(p);
+  CHECK(p->severity == Severity::kInfo);
+  CHECK_THAT(p->message, Catch::StartsWith("one merge patch permits the 2 missing resource(s) "
+                                           "(nvidia.com/GA102GL_A10, nvidia.com/NVIDIA_A10-12Q)"));
+  const std::string prefix = "kubectl patch kubevirt kubevirt -n kubevirt --type merge -p '";
+  REQUIRE_THAT(p->fix, Catch::StartsWith(prefix) && Catch::EndsWith("'"));
+  auto patch =
+      nlohmann::json::parse(p->fix.substr(prefix.size(), p->fix.size() - prefix.size() - 1));
+  CHECK(patch["spec"]["configuration"]["permittedHostDevices"]["pciHostDevices"] ==
+        nlohmann::json::parse(R"([
+          {"pciVendorSelector": "8086:0D5C", "resourceName": "intel.com/qat",
+           "externalResourceProvider": true},
+          {"pciVendorSelector": "10DE:2236", "resourceName": "nvidia.com/GA102GL_A10",
+           "externalResourceProvider": true}])"));
+  CHECK(patch["spec"]["configuration"]["permittedHostDevices"]["mediatedDevices"] ==
+        nlohmann::json::parse(R"([
+          {"mdevNameSelector": "NVIDIA A10-12Q", "resourceName": "nvidia.com/NVIDIA_A10-12Q",
+           "externalResourceProvider": true}])"));
+
+  // Applied as kubectl applies a merge patch (RFC 7386), then checked again: nothing missing.
+  in.kubevirt->body.merge_patch(patch);
+  auto again = check(in);
+  CHECK_FALSE(find(again, "kubevirt-not-permitted", "gpu-b"));
+  CHECK_FALSE(find(again, "kubevirt-not-permitted", "gpu-c"));
+  CHECK_FALSE(find(again, "kubevirt-permit-patch", ""));
+  CHECK_FALSE(find(again, "kubevirt-selector-mismatch", "gpu-b"));
+  CHECK_FALSE(find(again, "kubevirt-not-external", "gpu-b"));
+}

@@ -435,3 +435,45 @@ TEST_CASE("a split node whose GPUs the DRA driver publishes", "[check-node][spli
           std::vector<std::string>{"split-count-mismatch@gpu-mx", "split-count-mismatch@gpu-mx"});
   }
 }
+
+// One owner per GPU: the operator's vfio-manager and vgpu-device-manager beside hostprep.
+TEST_CASE(
+    "a ClusterPolicy that still enables the operator's VM agents over hostprep nodes is an "
+    "error naming its fields",
+    "[check-node][operator]") {
+  auto in = withCleanPolicy("mixed/nodes.yaml");
+  in.clusterPolicy = one("broken/cluster-policy-vfio-manager.yaml");
+  auto r = check(in);
+  const auto* f = find(r, "operator-agent-enabled", "gpu-mx");
+  REQUIRE(f);
+  CHECK(f->severity == Severity::kError);
+  CHECK(f->message ==
+        "hostprep runs on this node (its hostprep.* NFD labels) and the ClusterPolicy "
+        "cluster-policy (broken/cluster-policy-vfio-manager.yaml) still has "
+        "spec.vfioManager.enabled true: the operator's vfio-manager (vfio-manage bind --all) or "
+        "vgpu-device-manager would move the same GPUs, racing hostprep");
+  CHECK_THAT(f->fix, Catch::StartsWith("turn them off: kubectl patch clusterpolicy/cluster-policy "
+                                       "--type merge -p "
+                                       "'{\"spec\":{\"vfioManager\":{\"enabled\":false}}}' "
+                                       "(Helm: --set vfioManager.enabled=false)"));
+  CHECK(find(r, "operator-agent-enabled", "gpu-mv"));
+  CHECK(r.exitCode() == 1);
+
+  // Both agents named when the policy leaves both at the operator's default (absent: true).
+  auto policy = one("broken/cluster-policy-vfio-manager.yaml");
+  policy.body["spec"].erase("vfioManager");
+  policy.body["spec"].erase("vgpuDeviceManager");
+  in.clusterPolicy = policy;
+  auto both = check(in);
+  REQUIRE(find(both, "operator-agent-enabled", "gpu-mx"));
+  CHECK_THAT(find(both, "operator-agent-enabled", "gpu-mx")->message,
+             Catch::Contains("spec.vfioManager.enabled and spec.vgpuDeviceManager.enabled true"));
+
+  // Turned off (the clean policy): no finding. Sandbox workloads off: the operator deploys
+  // neither agent, no finding either.
+  auto clean = check(withCleanPolicy("mixed/nodes.yaml"));
+  CHECK_FALSE(find(clean, "operator-agent-enabled", "gpu-mx"));
+  policy.body["spec"]["sandboxWorkloads"]["enabled"] = false;
+  in.clusterPolicy = policy;
+  CHECK_FALSE(find(check(in), "operator-agent-enabled", "gpu-mx"));
+}

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "drivers/operator_driver.hpp"
 #include "drivers/selection.hpp"
 #include "tests/support/fake_kernel.hpp"
 
@@ -20,6 +21,8 @@ PreflightReport run(const Fixture& fx, const PreflightRequest& req, bool scoped)
   const BootConfig boot = readBootConfig(k);
   HostFacts facts{snap ? &*snap : nullptr, snap ? "" : snap.error().describe(), platform, boot,
                   readTrimmed(k, "proc/cmdline").value_or("")};
+  facts.operatorDriver = operatorProvidesDriver(k, sel.hostDriverProvider, release, sel.hostDriver);
+  facts.otherAgents = operatorAgents(k);
   auto r = preflightHost(facts, req);
   REQUIRE(r);
   return *r;

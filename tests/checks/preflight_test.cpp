@@ -139,7 +139,7 @@ TEST_CASE("a busybox guest and an empty root are states, not crashes", "[preflig
     Fixture fx;
     for (Mode m : {Mode::kContainer, Mode::kVmPassthrough, Mode::kVmVgpu}) {
       auto r = preflightOn(fx, m);
-      CHECK(r.checks.size() == 23);
+      CHECK(r.checks.size() == 24);
       CHECK(check(r, "gpu.present").status == CheckStatus::kFail);
       CHECK_THAT(check(r, "gpu.present").detail,
                  Catch::StartsWith("cannot read PCI devices: cannot list"));

@@ -42,6 +42,27 @@ KUSTOMIZATION_KEYS = {"apiVersion", "kind", "namespace", "resources", "images", 
                       "labels", "namePrefix", "nameSuffix", "patches", "configMapGenerator"}
 
 
+# NVIDIA GPU Operator's ClusterPolicy (nvidia.com/v1, cluster-scoped), which the Python client has
+# no model of: the top-level spec fields of its ClusterPolicySpec (NVIDIA/gpu-operator,
+# api/nvidia/v1/clusterpolicy_types.go), each a component spec that is a mapping. Its contents
+# are the operator's to check; the rules here are the ones hostprep needs beside it
+# (README, "Deploying beside the GPU Operator"): sandbox workloads on, the operator's own agents
+# that move GPUs between drivers (vfioManager, vgpuDeviceManager) off, the sandbox device plugin
+# and the validator kept.
+CLUSTER_POLICY_SPEC = {
+    "operator", "daemonsets", "driver", "toolkit", "devicePlugin", "dcgm", "dcgmExporter",
+    "nodeStatusExporter", "gfd", "migManager", "mig", "psp", "psa", "validator", "gds",
+    "gdrcopy", "vgpuManager", "vgpuDeviceManager", "sandboxWorkloads", "vfioManager",
+    "sandboxDevicePlugin", "kataManager", "ccManager", "cdi", "hostPaths",
+}
+CLUSTER_POLICY_RULES = [
+    (("sandboxWorkloads", "enabled"), True, "hostprep's workload label is read only with it"),
+    (("vfioManager", "enabled"), False, "hostprep binds vfio-pci: one owner per GPU"),
+    (("vgpuDeviceManager", "enabled"), False, "hostprep makes the vGPU devices: one owner per GPU"),
+    (("sandboxDevicePlugin", "enabled"), True, "it advertises the GPUs hostprep prepares"),
+]
+
+
 def model_class(api_version, kind):
     group_version = api_version.split("/")
     version = group_version[-1]
@@ -166,6 +187,9 @@ class Checker:
         if not isinstance(obj, dict) or "apiVersion" not in obj or "kind" not in obj:
             self.err(where, "", "not a Kubernetes object (apiVersion and kind)")
             return
+        if obj["apiVersion"] == "nvidia.com/v1" and obj["kind"] == "ClusterPolicy":
+            self.cluster_policy(where, obj)
+            return
         cls = model_class(obj["apiVersion"], obj["kind"])
         if cls is None:
             self.err(where, "", f"no schema for {obj['apiVersion']} {obj['kind']}")
@@ -184,6 +208,33 @@ class Checker:
             self.daemonset_rules(where, obj)
         if obj["kind"] == "ConfigMap":
             self.configmaps[name] = set(obj.get("data") or {}) | set(obj.get("binaryData") or {})
+
+    def cluster_policy(self, where, obj):
+        for key in set(obj) - {"apiVersion", "kind", "metadata", "spec"}:
+            self.err(where, f".{key}", "unknown field")
+        meta = obj.get("metadata") or {}
+        if not DNS_LABEL.match(meta.get("name", "")):
+            self.err(where, ".metadata.name", f"{meta.get('name', '')!r} is not a DNS label")
+        if "namespace" in meta:
+            self.err(where, ".metadata.namespace", "a ClusterPolicy is cluster-scoped")
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            self.err(where, ".spec", "must be an object")
+            return
+        for key in sorted(spec):
+            if key not in CLUSTER_POLICY_SPEC:
+                near = difflib.get_close_matches(key, CLUSTER_POLICY_SPEC, 1)
+                hint = f" (did you mean {near[0]}?)" if near else ""
+                self.err(where, f".spec.{key}", f"unknown field{hint}")
+            elif not isinstance(spec[key], dict):
+                self.err(where, f".spec.{key}", "must be an object")
+            elif "enabled" in spec[key] and not isinstance(spec[key]["enabled"], bool):
+                self.err(where, f".spec.{key}.enabled", "must be a boolean")
+        for path, want, why in CLUSTER_POLICY_RULES:
+            v = (spec.get(path[0]) or {}).get(path[1]) if isinstance(spec.get(path[0]), dict) else None
+            if v is not want:
+                self.err(where, ".spec." + ".".join(path),
+                         f"must be {str(want).lower()} beside hostprep ({why})")
 
     def configmap_rules(self):
         for where, path, cm in self.cm_refs:

@@ -299,6 +299,12 @@ Status FakeKernel::loadModule(const std::string& module) {
   if (!dep || dep->find("/" + m + ".ko:") == std::string::npos) {
     return sysError("cannot load module " + m + ": not found for kernel " + release, ENOENT);
   }
+  return insmod(m);
+}
+
+Status FakeKernel::insmod(const std::string& module) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  const std::string m = normalizeModuleName(module);
   if (fs_.exists(hostPath("sys/module", m))) return {};
   (void)fs_.makeDirs(hostPath("sys/module", m), 0755);
   auto mods = fs_.read("proc/modules").value_or("");

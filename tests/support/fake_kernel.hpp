@@ -123,6 +123,9 @@ class FakeKernel final : public Host {
 
   // Kernel-side operations, also used by FakeModules.
   Status loadModule(const std::string& module);
+  // Loads `module` whether or not the fixture's lib/modules lists it: what the GPU Operator's
+  // driver container does with its own nvidia.ko (insmod from the container's root).
+  Status insmod(const std::string& module);
   bool bind(const Bdf& b, const std::string& driver, int* err);
 
  private:
