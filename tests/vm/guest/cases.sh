@@ -11,7 +11,7 @@ t_iommu() {
 
 t_topology() {
     local b
-    for b in $EDU_A $EDU_B $EDU_C $EDU_D $EDU_E $E1000E $NIC_D $HDA_C $NVME $PBRIDGE $OHCI_E $TESTDEV; do
+    for b in $EDU_A $EDU_B $EDU_C $EDU_D $EDU_E $E1000E $NIC_D $HDA_C $NVME $PBRIDGE $OHCI_E $TESTDEV $NVSW; do
         [ -e $P/$b ] || die "missing $b"
         [ -n "$(grp $b)" ] || die "$b has no IOMMU group"
     done
@@ -19,7 +19,7 @@ t_topology() {
     [ "$(grp $EDU_D)" = "$(grp $NIC_D)" ] || die "rp2 functions not in one group"
     [ "$(grp $EDU_E)" = "$(grp $OHCI_E)" ] && [ "$(grp $EDU_E)" = "$(grp $PBRIDGE)" ] \
         || die "bridge group: bridge $(grp $PBRIDGE) edu $(grp $EDU_E) ohci $(grp $OHCI_E)"
-    for b in $EDU_A $EDU_B $E1000E $NVME $TESTDEV; do
+    for b in $EDU_A $EDU_B $E1000E $NVME $TESTDEV $NVSW; do
         [ "$(ls /sys/kernel/iommu_groups/$(grp $b)/devices | wc -l)" = 1 ] || die "$b not alone in its group"
     done
     [ "$(ls /sys/kernel/iommu_groups/$(grp $EDU_C)/devices | wc -l)" = 2 ] || die "rp1 group size"
@@ -32,6 +32,7 @@ t_drivers() {
     expect_drv $HDA_C snd_hda_intel
     expect_drv $TESTDEV ""
     expect_drv $OHCI_E ""
+    expect_drv $NVSW standin-switch "the NVSwitch stand-in"
     local b n
     for b in $EDUS; do
         expect_drv $b standin
