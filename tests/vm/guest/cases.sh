@@ -397,11 +397,11 @@ hp_t_status() {
 
 hp_t_idempotent() {
     hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A
-    pci_state > $T/s1; d1=$(dmesg | wc -l)
+    pci_state > $T/s1; d1=$(kernel_log | wc -l)
     hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A
     grep -qi "nothing to do" $T/hp.out || die "second vm-passthrough run did not say 'nothing to do'"
     state_diff $T/s1 > $T/sd.out || die "second run changed: $(tr '\n' ';' < $T/sd.out)"
-    [ "$(dmesg | wc -l)" = "$d1" ] || die "second run made the kernel log: $(dmesg | tail -n +$((d1 + 1)) | head -3)"
+    [ "$(kernel_log | wc -l)" = "$d1" ] || die "second run made the kernel log: $(kernel_log | tail -n +$((d1 + 1)) | head -3)"
     hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_A
     hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_A
     grep -qi "nothing to do" $T/hp.out || die "second container run did not say 'nothing to do'"

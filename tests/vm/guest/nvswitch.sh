@@ -55,11 +55,11 @@ nvs_expect_status() { # MODE
 # A run that must change nothing: "nothing to do", the same drivers and overrides, no kernel log.
 nvs_expect_noop() { # MODE
     local d0
-    pci_state > $T/nv.before; d0=$(dmesg | wc -l)
+    pci_state > $T/nv.before; d0=$(kernel_log | wc -l)
     hp_expect 0 prepare --mode $1 $NVS_IDS --devices $NVS_DEVS
     grep -qi "nothing to do" $T/hp.out || die "$1 on a host already in $1 did not say 'nothing to do'"
     state_diff $T/nv.before > $T/sd.out || die "$1 on a host already in $1 changed: $(tr '\n' ';' < $T/sd.out)"
-    [ "$(dmesg | wc -l)" = "$d0" ] || die "$1 on a host already in $1 made the kernel log: $(dmesg | tail -n +$((d0 + 1)) | head -3)"
+    [ "$(kernel_log | wc -l)" = "$d0" ] || die "$1 on a host already in $1 made the kernel log: $(kernel_log | tail -n +$((d0 + 1)) | head -3)"
 }
 
 # The round trip: GPU A and the switch from the host's drivers to vfio-pci and back, each to its
