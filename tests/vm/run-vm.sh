@@ -82,6 +82,9 @@ mkdir -p "$(dirname "$LOG")"
 #   00:08.0 pcie-root-port rp3 -> 03:00.0 nvme PF, SR-IOV up to 4 VFs
 #   00:09.0 pcie-pci-bridge    -> 04:01.0 edu "edu E" + 04:01.1 pci-ohci (USB)   (one group with
 #                                                                                  the bridge)
+#   00:1b.0 tpci200                      own group, driver standin-switch: the NVSwitch
+#                                        (class 0x0680 as an NVSwitch; 00:0a.0 is --disk's,
+#                                        00:0b.0.. --bench-gpus')
 # no_timer_check: under TCG the IO-APIC timer check can miss its ticks, and with interrupt
 # remapping on, 6.12 then panics ("timer doesn't work through Interrupt-remapped IO-APIC",
 # arch/x86/kernel/apic/io_apic.c); the check is for broken boards, not for QEMU's q35.
@@ -108,6 +111,7 @@ QEMU=(qemu-system-x86_64
     -device pcie-pci-bridge,id=pb,bus=pcie.0,addr=09.0
     -device edu,bus=pb,addr=01.0,multifunction=on
     -device pci-ohci,bus=pb,addr=01.1
+    -device tpci200,bus=pcie.0,addr=1b.0
     ${DISK[@]+"${DISK[@]}"}
     ${BENCH_GPUS[@]+"${BENCH_GPUS[@]}"}
 )

@@ -11,7 +11,7 @@ t_iommu() {
 
 t_topology() {
     local b
-    for b in $EDU_A $EDU_B $EDU_C $EDU_D $EDU_E $E1000E $NIC_D $HDA_C $NVME $PBRIDGE $OHCI_E $TESTDEV; do
+    for b in $EDU_A $EDU_B $EDU_C $EDU_D $EDU_E $E1000E $NIC_D $HDA_C $NVME $PBRIDGE $OHCI_E $TESTDEV $NVSW; do
         [ -e $P/$b ] || die "missing $b"
         [ -n "$(grp $b)" ] || die "$b has no IOMMU group"
     done
@@ -19,7 +19,7 @@ t_topology() {
     [ "$(grp $EDU_D)" = "$(grp $NIC_D)" ] || die "rp2 functions not in one group"
     [ "$(grp $EDU_E)" = "$(grp $OHCI_E)" ] && [ "$(grp $EDU_E)" = "$(grp $PBRIDGE)" ] \
         || die "bridge group: bridge $(grp $PBRIDGE) edu $(grp $EDU_E) ohci $(grp $OHCI_E)"
-    for b in $EDU_A $EDU_B $E1000E $NVME $TESTDEV; do
+    for b in $EDU_A $EDU_B $E1000E $NVME $TESTDEV $NVSW; do
         [ "$(ls /sys/kernel/iommu_groups/$(grp $b)/devices | wc -l)" = 1 ] || die "$b not alone in its group"
     done
     [ "$(ls /sys/kernel/iommu_groups/$(grp $EDU_C)/devices | wc -l)" = 2 ] || die "rp1 group size"
@@ -32,6 +32,7 @@ t_drivers() {
     expect_drv $HDA_C snd_hda_intel
     expect_drv $TESTDEV ""
     expect_drv $OHCI_E ""
+    expect_drv $NVSW standin-switch "the NVSwitch stand-in"
     local b n
     for b in $EDUS; do
         expect_drv $b standin
@@ -396,11 +397,11 @@ hp_t_status() {
 
 hp_t_idempotent() {
     hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A
-    pci_state > $T/s1; d1=$(dmesg | wc -l)
+    pci_state > $T/s1; d1=$(kernel_log | wc -l)
     hp_expect 0 prepare --mode vm-passthrough $HP_IDS --devices $EDU_A
     grep -qi "nothing to do" $T/hp.out || die "second vm-passthrough run did not say 'nothing to do'"
     state_diff $T/s1 > $T/sd.out || die "second run changed: $(tr '\n' ';' < $T/sd.out)"
-    [ "$(dmesg | wc -l)" = "$d1" ] || die "second run made the kernel log: $(dmesg | tail -n +$((d1 + 1)) | head -3)"
+    [ "$(kernel_log | wc -l)" = "$d1" ] || die "second run made the kernel log: $(kernel_log | tail -n +$((d1 + 1)) | head -3)"
     hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_A
     hp_expect 0 prepare --mode container $HP_IDS --devices $EDU_A
     grep -qi "nothing to do" $T/hp.out || die "second container run did not say 'nothing to do'"

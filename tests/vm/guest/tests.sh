@@ -18,6 +18,7 @@ run_test kernel.topology t_topology
 run_test kernel.drivers t_drivers
 run_test standin.remove_blocks_while_open t_standin_remove_blocks
 run_test standin.remove_delay t_standin_remove_delay
+run_test standin.switch_is_a_second_driver ". /tests/nvswitch.sh; t_standin_switch"
 run_test abi.unbind_wrong_driver_enodev t_abi_unbind_enodev
 run_test abi.drivers_probe_nothing_binds t_abi_probe_nothing_binds
 run_test vfio.manual_round_trip t_vfio_manual_round_trip

@@ -2,9 +2,18 @@
 /*
  * standin: a stand-in for the nvidia host driver, for hostprep's VM integration tests.
  *
- * Binds QEMU's "edu" device (PCI 1234:11e8). It mimics the parts of nvidia that matter to a
- * driver switcher:
- *   - probe() creates a char device /dev/standin<N> (a misc device; devtmpfs makes the node);
+ * Like nvidia.ko, one module registers two PCI drivers (nvidia.ko's are "nvidia" for GPUs and
+ * "nvidia-nvswitch" for NVSwitches, NVSWITCH_DRIVER_NAME in NVIDIA/open-gpu-kernel-modules,
+ * kernel-open/nvidia/linux_nvswitch.h):
+ *   - "standin" binds QEMU's "edu" device (PCI 1234:11e8, docs/specs/edu.rst), the GPUs;
+ *   - "standin-switch" binds QEMU's "tpci200" (TEWS TPCI200 IndustryPack carrier, PCI
+ *     1498:30c8, class 0x0680 "bridge, other" as an NVSwitch's; hw/ipack/tpci200.c), the
+ *     NVSwitch. Debian's kernels build no driver of their own for it (CONFIG_IPACK_BUS is off).
+ * The kernel links each driver to the module (/sys/bus/pci/drivers/<driver>/module ->
+ * /sys/module/standin, drivers/base/module.c), which is how hostprep tells a module's drivers.
+ * Both drivers mimic the parts of nvidia that matter to a driver switcher:
+ *   - probe() creates a char device /dev/standin<N>, or /dev/standin-switch<N> for the switch (a
+ *     misc device; devtmpfs makes the node; nvidia-nvswitch makes /dev/nvidia-nvswitch<N>);
  *   - remove() blocks while any of those nodes is open (nvidia's remove loops while its usage
  *     count is non-zero), so an unbind write hangs until the last holder closes its fd;
  *   - module parameter remove_delay_ms (writable at runtime) delays remove() to model a slow
@@ -38,11 +47,23 @@ module_param_string(stall_probe, stall_probe, sizeof(stall_probe), 0644);
 MODULE_PARM_DESC(stall_probe, "probe() of this PCI address waits until this names it no more");
 
 static DEFINE_IDA(standin_ida);
+static DEFINE_IDA(standin_switch_ida);
+
+/* What each driver names its nodes, by pci_device_id.driver_data. */
+struct standin_kind {
+	const char *prefix;
+	struct ida *ida;
+};
+static const struct standin_kind standin_kinds[] = {
+	{ "standin", &standin_ida },			/* 0: the GPUs */
+	{ "standin-switch", &standin_switch_ida },	/* 1: the NVSwitch */
+};
 
 struct standin_dev {
 	struct pci_dev *pdev;
 	struct miscdevice misc;
 	char name[32];
+	const struct standin_kind *kind;
 	int index;
 	spinlock_t lock;
 	int open_count;
@@ -99,6 +120,7 @@ static bool standin_idle(struct standin_dev *sd)
 
 static int standin_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
+	const struct standin_kind *kind = &standin_kinds[id->driver_data];
 	struct standin_dev *sd;
 	int ret;
 
@@ -117,12 +139,13 @@ static int standin_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	sd->pdev = pdev;
 	spin_lock_init(&sd->lock);
 	init_waitqueue_head(&sd->wq);
-	sd->index = ida_alloc(&standin_ida, GFP_KERNEL);
+	sd->kind = kind;
+	sd->index = ida_alloc(kind->ida, GFP_KERNEL);
 	if (sd->index < 0) {
 		ret = sd->index;
 		goto err_free;
 	}
-	snprintf(sd->name, sizeof(sd->name), "standin%d", sd->index);
+	snprintf(sd->name, sizeof(sd->name), "%s%d", kind->prefix, sd->index);
 	sd->misc.minor = MISC_DYNAMIC_MINOR;
 	sd->misc.name = sd->name;
 	sd->misc.fops = &standin_fops;
@@ -135,7 +158,7 @@ static int standin_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	return 0;
 
 err_ida:
-	ida_free(&standin_ida, sd->index);
+	ida_free(kind->ida, sd->index);
 err_free:
 	kfree(sd);
 	return ret;
@@ -155,16 +178,22 @@ static void standin_remove(struct pci_dev *pdev)
 		wait_event(sd->wq, standin_idle(sd));
 	}
 	misc_deregister(&sd->misc);
-	ida_free(&standin_ida, sd->index);
+	ida_free(sd->kind->ida, sd->index);
 	dev_info(&pdev->dev, "standin: unbound /dev/%s\n", sd->name);
 	kfree(sd);
 }
 
 static const struct pci_device_id standin_ids[] = {
-	{ PCI_DEVICE(0x1234, 0x11e8) },	/* QEMU edu */
+	{ PCI_DEVICE(0x1234, 0x11e8), .driver_data = 0 },	/* QEMU edu */
 	{ }
 };
 MODULE_DEVICE_TABLE(pci, standin_ids);
+
+static const struct pci_device_id standin_switch_ids[] = {
+	{ PCI_DEVICE(0x1498, 0x30c8), .driver_data = 1 },	/* QEMU tpci200 */
+	{ }
+};
+MODULE_DEVICE_TABLE(pci, standin_switch_ids);
 
 static struct pci_driver standin_driver = {
 	.name = "standin",
@@ -172,7 +201,34 @@ static struct pci_driver standin_driver = {
 	.probe = standin_probe,
 	.remove = standin_remove,
 };
-module_pci_driver(standin_driver);
 
-MODULE_DESCRIPTION("hostprep test stand-in for the nvidia host driver (binds QEMU edu)");
+static struct pci_driver standin_switch_driver = {
+	.name = "standin-switch",
+	.id_table = standin_switch_ids,
+	.probe = standin_probe,
+	.remove = standin_remove,
+};
+
+/* Two drivers, so no module_pci_driver(): registered in order, unregistered in reverse. */
+static int __init standin_init(void)
+{
+	int ret = pci_register_driver(&standin_driver);
+
+	if (ret)
+		return ret;
+	ret = pci_register_driver(&standin_switch_driver);
+	if (ret)
+		pci_unregister_driver(&standin_driver);
+	return ret;
+}
+
+static void __exit standin_exit(void)
+{
+	pci_unregister_driver(&standin_switch_driver);
+	pci_unregister_driver(&standin_driver);
+}
+module_init(standin_init);
+module_exit(standin_exit);
+
+MODULE_DESCRIPTION("hostprep test stand-in for the nvidia host driver (standin binds QEMU edu, standin-switch QEMU tpci200)");
 MODULE_LICENSE("GPL");
