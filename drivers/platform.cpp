@@ -76,8 +76,9 @@ std::map<std::string, ModuleFacts> moduleFacts(const Host& host, const std::stri
 
 // A release's config: boot/config-<release> (Debian 12, RHEL, SUSE install it there), else
 // lib/modules/<release>/config, the only copy Debian 13's split kernel packages ship (in
-// linux-base-<abi>: https://packages.debian.org/trixie-backports/amd64/linux-base-7.3.4+deb13-amd64/filelist).
-// Sets `source`, when given, to the path read.
+// linux-base-<abi>:
+// https://packages.debian.org/trixie-backports/amd64/linux-base-7.3.4+deb13-amd64/filelist). Sets
+// `source`, when given, to the path read.
 std::optional<KernelConfig> readKernelConfig(const Host& host, const std::string& release,
                                              std::string* source = nullptr) {
   if (release.empty()) return std::nullopt;

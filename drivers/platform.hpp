@@ -156,7 +156,7 @@ PlatformFacts readPlatform(const Host& host, const std::string& kernelRelease,
 // An installed kernel of an image root: lib/modules/<release> with its config and modules.
 struct ImageKernel {
   std::string release;
-  std::optional<KernelConfig> config;          // boot/config-<release>, lib/modules/<release>/config
+  std::optional<KernelConfig> config;  // boot/config-<release>, lib/modules/<release>/config
   std::map<std::string, ModuleFacts> modules;  // indexed / config only: nothing runs
 };
 

@@ -72,8 +72,7 @@ TEST_CASE("iommufd: INFO on a kernel without iommufd and VFIO device files (6.1,
     // linux-base-7.3.4+deb13-amd64 has usr/lib/modules/<release>/config (lib is usr/lib on
     // Debian 13's merged /usr) and no boot/config-*.
     std::filesystem::remove(fx.path(kConfig));
-    fx.write("lib/modules/6.1.0-test-amd64/config",
-             "CONFIG_VFIO=m\n# CONFIG_IOMMUFD is not set\n");
+    fx.write("lib/modules/6.1.0-test-amd64/config", "CONFIG_VFIO=m\n# CONFIG_IOMMUFD is not set\n");
     const auto c = check(preflightOn(fx, Mode::kVmPassthrough), "iommu.iommufd");
     CHECK(c.status == CheckStatus::kInfo);
     CHECK(c.detail ==
