@@ -78,6 +78,56 @@ Status verifyVfioDeviceFiles(const Host& h, const Step& st) {
   return {};
 }
 
+// A function whose config space reads 0xffff no longer answers (reset.hpp): it must not be
+// probed, and a reset that leaves it so has failed.
+Status checkAnswers(const Host& h, const Step& st, const Bdf& b, std::string_view when) {
+  if (readResponsive(h, b) != false) return {};
+  auto power = readTrimmed(h, hostPath(pciDevicePath(b), "power_state"));
+  return stepError(
+      st,
+      sysError(b.str() + " does not answer " + std::string(when) + " (config space reads 0xffff" +
+                   (power ? ", power state " + *power : "") + ")",
+               EIO),
+      "run 'hostprep recover --devices " + b.str() +
+          "' (a reset or a remove and rescan); if that fails, reboot the host");
+}
+
+// Back from a VM, off its driver: the kernel resets the function with the first of its
+// reset_method that works (pci_reset_function), under the device lock; a reset that does not
+// return in time is reported like a blocked unbind.
+Status resetFunction(Host& h, const Step& st, const ApplyOptions& opt) {
+  const std::string file = hostPath(pciDevicePath(*st.bdf), "reset");
+  if (!h.exists(file)) {
+    return stepError(st, sysError("/" + file + " is gone", ENOENT),
+                     "the kernel no longer offers a reset for it; run again with --no-reset");
+  }
+  if (auto s = h.writeAttr(file, "1", opt.unbindTimeout); !s) {
+    return stepError(st, s.error(),
+                     s.error().err == ETIMEDOUT
+                         ? "the reset has not returned; see dmesg (the device is left alone until "
+                           "it does, and the next run restores it)"
+                         : "see dmesg; --no-reset returns devices without a reset");
+  }
+  return checkAnswers(h, st, *st.bdf, "after its reset");
+}
+
+// Every function on the bus is off its driver (the plan put this step after their unbinds):
+// the bridge's reset_subordinate resets the bus below it, saving and restoring each function's
+// state (drivers/pci/pci.c __pci_reset_bus; it fails with EAGAIN rather than wait for a device
+// lock another task holds).
+Status resetBus(Host& h, const Step& st, const ApplyOptions& opt) {
+  const auto bridge = parseBdf(st.arg);
+  const std::string file = hostPath(pciDevicePath(*bridge), "reset_subordinate");
+  if (!h.exists(file)) {
+    return stepError(st, sysError("/" + file + " is gone", ENOENT),
+                     "the kernel no longer offers a bus reset there; run again with --no-reset");
+  }
+  if (auto s = h.writeAttr(file, "1", opt.unbindTimeout); !s) {
+    return stepError(st, s.error(), "see dmesg; --no-reset returns devices without a reset");
+  }
+  return checkAnswers(h, st, *st.bdf, "after the bus reset");
+}
+
 Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
   if (auto v = checkStep(st); !v) return stepError(st, v.error());
   Host& h = k.host;
@@ -121,6 +171,7 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
       return {};
     }
     case StepKind::kProbe: {
+      if (auto a = checkAnswers(h, st, *st.bdf, "before probing"); !a) return a;
       auto s = h.writeAttr("sys/bus/pci/drivers_probe", bdf, opt.unbindTimeout);
       if (!s && s.error().err == ETIMEDOUT) {
         return stepError(st, s.error(),
@@ -178,6 +229,10 @@ Status runStep(Kernel& k, const Step& st, const ApplyOptions& opt) {
       return createVgpu(h, st);
     case StepKind::kRemoveVgpu:
       return removeVgpu(h, st);
+    case StepKind::kReset:
+      return resetFunction(h, st, opt);
+    case StepKind::kResetBus:
+      return resetBus(h, st, opt);
   }
   return {};
 }
@@ -598,11 +653,12 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
     if (!s) {
       if (s.error().err == ETIMEDOUT &&
           (st.kind == StepKind::kUnbind || st.kind == StepKind::kProbe ||
-           st.kind == StepKind::kSetNumVfs)) {
+           st.kind == StepKind::kSetNumVfs || st.kind == StepKind::kReset)) {
         for (auto& d : jr.devices) {
           if (d.bdf != *st.bdf) continue;
           if (st.kind == StepKind::kUnbind) d.pendingUnbind = st.arg;
-          if (st.kind == StepKind::kProbe) d.pendingProbe = true;
+          // A reset holds the device lock as a probe does: restoring waits for it to be done.
+          if (st.kind == StepKind::kProbe || st.kind == StepKind::kReset) d.pendingProbe = true;
         }
         for (auto& sv : jr.sriov) {
           if (st.kind == StepKind::kSetNumVfs && sv.pf == *st.bdf) sv.pendingWrite = true;

@@ -402,6 +402,28 @@ Result<std::string> RootHost::read(std::string_view path, size_t cap) const {
   return readOpened(*fd, p, 0, cap, startsWith(rel, "sys/"));
 }
 
+Result<std::string> Host::readHead(std::string_view path, size_t n) const {
+  auto t = read(path);
+  if (!t) return t.error();
+  if (t->size() > n) t->resize(n);
+  return t;
+}
+
+Result<std::string> RootHost::readHead(std::string_view path, size_t n) const {
+  std::string p;
+  auto fd = openToRead(*this, path, p);
+  if (!fd) return fd.error();
+  FdCloser closer{*fd};
+  std::string out(n, '\0');
+  ssize_t got;
+  do {
+    got = ::pread(*fd, out.data(), n, 0);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) return sysError("cannot read " + p, errno);
+  out.resize(static_cast<size_t>(got));
+  return out;
+}
+
 FileText FileText::mapped(const void* data, size_t size) {
   FileText t;
   t.map_ = static_cast<const char*>(data);

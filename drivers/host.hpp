@@ -75,6 +75,10 @@ class Host {
   // The same bytes to scan in place (module indexes are megabytes): RootHost maps a large
   // regular file instead of copying it; every other Host reads it.
   virtual Result<FileText> readText(std::string_view path, size_t cap = kDefaultReadCap) const;
+  // The first `n` bytes of a file (fewer at its end), and no more: a function's `config` is read
+  // from the device itself, one dword at a time, and one that no longer answers makes each of
+  // them wait for a completion timeout. By default the whole file, cut.
+  virtual Result<std::string> readHead(std::string_view path, size_t n) const;
   // The target of a symbolic link, as stored.
   virtual Result<std::string> readLink(std::string_view path) const = 0;
   // Names in a directory, sorted; ENOENT when absent.
@@ -135,6 +139,7 @@ class RootHost final : public Host {
   const std::filesystem::path& root() const override { return root_; }
   Result<std::string> read(std::string_view path, size_t cap = kDefaultReadCap) const override;
   Result<FileText> readText(std::string_view path, size_t cap = kDefaultReadCap) const override;
+  Result<std::string> readHead(std::string_view path, size_t n) const override;
   Result<std::string> readLink(std::string_view path) const override;
   Result<std::vector<std::string>> list(std::string_view dir) const override;
   Result<std::vector<std::string>> listUnordered(std::string_view dir) const override;

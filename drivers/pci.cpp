@@ -163,4 +163,10 @@ std::optional<std::string> parseDriverOverride(std::string_view raw) {
   return std::string(t);
 }
 
+std::optional<bool> configAnswers(std::string_view config) {
+  if (config.size() < 2) return std::nullopt;
+  return !(static_cast<unsigned char>(config[0]) == 0xff &&
+           static_cast<unsigned char>(config[1]) == 0xff);
+}
+
 }  // namespace hostprep

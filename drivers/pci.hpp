@@ -115,6 +115,25 @@ struct PciFunction {
   // and holds its device lock: driverOverride and sriovNumVfs were not read (they would block).
   bool unbindPending = false;
 
+  // Resetting it (Documentation/ABI/testing/sysfs-bus-pci). `reset` is there only while the
+  // kernel has a reset method for the function (pci_dev_reset_attr_is_visible); `reset_method`
+  // (Linux 5.15+) names them in the order the kernel tries them ("flr bus", "pm"). The kernel's
+  // own bus method is listed only for a function alone on its bus (pci_parent_bus_reset), so a
+  // GPU with its audio function on one bus lists none and needs its bridge's secondary bus reset.
+  bool resetFile = false;
+  std::optional<std::vector<std::string>> resetMethods;  // nullopt: no reset_method file
+  // A bridge: the number of the bus below it (`secondary_bus_number`) and whether the kernel
+  // lets that bus be reset from userspace (`reset_subordinate`, Linux 6.13, backported to 6.12.5,
+  // 6.1.120 and 5.15.174).
+  std::optional<int> secondaryBus;
+  bool resetSubordinate = false;
+  // Does it still answer? Its config space's vendor id (`config`, the first two bytes) reads
+  // 0xffff once the device has fallen off the bus or sits in D3cold without power (PCI Local Bus
+  // spec: a read no device claims completes with all ones). nullopt where `config` is unreadable.
+  std::optional<bool> responsive;
+  std::optional<std::string> powerState;  // `power_state` (Linux 5.11+): "D0", "D3hot", "D3cold"
+  std::optional<bool> d3coldAllowed;      // `d3cold_allowed`
+
   bool isVf() const { return physfn.has_value(); }
   bool operator==(const PciFunction&) const = default;
 };
@@ -126,6 +145,10 @@ struct PciFunction {
 // another driver does not ("vfio: Set DMA ownership for VFIO devices", "PCI: portdrv: Set
 // driver_managed_dma", both Linux 5.19).
 bool letsVfioTakeGroup(const PciFunction& f);
+
+// Whether a function's config space answers, from the first bytes of its `config` file: false
+// when the vendor id reads 0xffff, nullopt when there are fewer than two bytes.
+std::optional<bool> configAnswers(std::string_view config);
 
 // driver_override reads "(null)" when unset.
 std::optional<std::string> parseDriverOverride(std::string_view raw);

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "drivers/host_module.hpp"
+#include "drivers/reset.hpp"
 #include "drivers/resource_names.hpp"
 #include "drivers/text.hpp"
 #include "drivers/validate.hpp"
@@ -24,6 +25,8 @@ constexpr std::pair<StepKind, std::string_view> kStepNames[] = {
     {StepKind::kSetNumVfs, "set-numvfs"},
     {StepKind::kCreateVgpu, "create-vgpu"},
     {StepKind::kRemoveVgpu, "remove-vgpu"},
+    {StepKind::kReset, "reset"},
+    {StepKind::kResetBus, "reset-bus"},
 };
 
 struct Builder {
@@ -94,6 +97,11 @@ std::string Step::describe() const {
     case StepKind::kRemoveVgpu:
       return who + (uuid.empty() ? "remove vGPU type " + arg + " (current_vgpu_type)"
                                  : "remove vGPU " + uuid);
+    case StepKind::kReset:
+      return who + "reset (the kernel's reset method)";
+    case StepKind::kResetBus:
+      return who + "reset bus " + (bdf ? busOf(*bdf).str() : std::string("?")) +
+             " with every function on it (reset_subordinate of " + arg + ")";
   }
   return who;
 }
@@ -119,6 +127,11 @@ Status checkStep(const Step& st) {
       }
       return {};
     case StepKind::kUnbindLock:
+    case StepKind::kReset:
+      return {};
+    case StepKind::kResetBus:
+      if (!parseBdf(st.arg))
+        return usageError(who + ": '" + quoteUntrusted(st.arg) + "' is not a bridge");
       return {};
     case StepKind::kSetNumVfs: {
       auto n = parseUnsigned(st.arg);
@@ -509,11 +522,29 @@ Status planVgpu(Builder& b, const Selection& sel, const PlanInputs& in) {
 }  // namespace
 
 Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs& in) {
-  Builder b{s, Plan{in.mode, {}, {}, {}, {}, {}, {}, {}, {}, {}}, {}, {}, {}, {}, {}, {}, {}};
+  Builder b{s, Plan{in.mode, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}}, {}, {}, {}, {}, {}, {}, {}};
   if (auto v = checkDriverName("host driver", in.hostDriver); !v) return v.error();
   const std::string hostModule = normalizeModuleName(in.hostDriver);
   for (auto& d : driversOfModule(s, hostModule)) b.plan.hostDrivers.insert(std::move(d));
   std::set<int> vfioGroups;
+  // The way back from a VM (reset.hpp): the functions leaving a VFIO driver for a host driver,
+  // the buses reset whole (every function on them is one of those) and, per bus, the probes
+  // that wait for its reset.
+  std::vector<Bdf> returning;
+  for (const auto& t : sel.targets) {
+    const PciFunction* f = s.find(t.bdf);
+    if (f && modeOf(in.modes, t.bdf, in.mode) != Mode::kVmPassthrough && f->driver &&
+        isVfioDriver(*f->driver))
+      returning.push_back(t.bdf);
+  }
+  std::map<BusId, Bdf> busResets;
+  std::map<BusId, std::vector<Step>> afterBusReset;
+  if (in.resetOnReturn) {
+    for (const Bdf& r : returning) {
+      if (auto o = resetOptionOf(s, *s.find(r), returning); o.way == ResetWay::kBus)
+        busResets.emplace(busOf(r), *o.bridge);
+    }
+  }
   for (const auto& t : sel.targets) {
     const PciFunction* f = s.find(t.bdf);
     if (!f) continue;
@@ -575,20 +606,51 @@ Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs&
         if (!ovr.empty()) b.step(StepKind::kSetOverride, t.bdf, "");
         if (!(onWanted || leftVfio)) {
           if (!cur.empty()) b.step(StepKind::kUnbind, t.bdf, cur);
+          // Back from a VM: reset between the unbind and the probe, or after the last unbind
+          // on a bus reset whole.
+          std::vector<Step>* probes = &b.deviceSteps;
+          if (isVfioDriver(cur)) {
+            if (busResets.count(busOf(t.bdf))) {
+              probes = &afterBusReset[busOf(t.bdf)];
+            } else if (!in.resetOnReturn) {
+              b.plan.notReset.emplace_back(t.bdf, "--no-reset");
+            } else if (auto o = resetOptionOf(s, *f, returning); o.way == ResetWay::kFunction) {
+              b.step(StepKind::kReset, t.bdf);
+            } else {
+              b.plan.notReset.emplace_back(t.bdf, o.why);
+            }
+          }
           if (waits) {
             b.plan.moves.push_back(mv);
             continue;
           }
-          b.step(StepKind::kProbe, t.bdf);
+          probes->push_back({StepKind::kProbe, t.bdf, {}, std::nullopt, {}});
           if (gpu) {
-            b.step(StepKind::kVerifyModule, t.bdf, hostModule);
+            probes->push_back({StepKind::kVerifyModule, t.bdf, hostModule, std::nullopt, {}});
           } else {
-            b.step(StepKind::kVerifyDriver, t.bdf, "");
+            probes->push_back({StepKind::kVerifyDriver, t.bdf, "", std::nullopt, {}});
           }
         }
       }
     }
     b.plan.moves.push_back(mv);
+  }
+  for (const auto& [bus, bridge] : busResets) {
+    const Bdf first = functionsOn(s, bus).front()->bdf;
+    b.step(StepKind::kResetBus, first, bridge.str());
+    for (auto& st : afterBusReset[bus]) b.deviceSteps.push_back(std::move(st));
+  }
+  // A function that no longer answers is not probed: the driver's probe would fail on it, or
+  // worse, take it for a working device (hostprep recover brings it back, or a reboot).
+  for (const auto& mv : b.plan.moves) {
+    const PciFunction* f = s.find(mv.bdf);
+    if (mv.changes && f && f->responsive == false) {
+      return sysError(describeFunction(s, mv.bdf) + ": does not answer (its config space reads " +
+                          "0xffff" + (f->powerState ? ", power state " + *f->powerState : "") + ")",
+                      EIO,
+                      "run 'hostprep recover --devices " + mv.bdf.str() +
+                          "' (a reset or a remove and rescan); if that fails, reboot the host");
+    }
   }
   if (auto st = planVgpu(b, sel, in); !st) return st.error();
   for (auto* phase : {&b.removeSteps, &b.disableSteps, &b.deviceSteps, &b.enableSteps, &b.vfSteps,

@@ -30,6 +30,9 @@ enum class StepKind {
   kSetNumVfs,        // bdf (PF), arg: the count to write to sriov_numvfs
   kCreateVgpu,       // bdf (parent), arg: configured type, uuid: the mdev's UUID
   kRemoveVgpu,       // bdf (parent); mdev: uuid; per-VF: uuid empty, arg: the type ID
+  kReset,            // bdf: write its `reset` (back from a VM, off its driver; reset.hpp)
+  kResetBus,         // bdf: the first function on the bus, arg: the bridge whose
+                     // reset_subordinate resets every function on the bus (all off their drivers)
 };
 std::string_view toString(StepKind k);
 std::optional<StepKind> parseStepKind(std::string_view s);
@@ -85,6 +88,9 @@ struct PlanInputs {
   std::string vgpuConfigName = "default";
   bool vgpuVfioAvailable = false;
   DeviceModes modes{};  // a mixed node: the mode of each device (resolveModes)
+  // Reset a function leaving a VFIO driver for a host driver between its unbind and its probe
+  // (reset.hpp); false: --no-reset, `reset-on-return: false`.
+  bool resetOnReturn = true;
 };
 
 // A vGPU device the plan wants to exist at the end.
@@ -133,6 +139,9 @@ struct Plan {
   std::vector<VfMove> vfMoves;           // enabled VFs it moves to the host driver
   std::map<Bdf, Bdf> vfGpu;  // the GPU of each VF a step names: its steps run in the GPU's lane
   std::set<std::string> hostDrivers;  // the host module's PCI drivers, as the snapshot showed them
+  // Functions leaving a VFIO driver that go back without a reset, and why ("no reset method,
+  // ...", "--no-reset"): the run says so.
+  std::vector<std::pair<Bdf, std::string>> notReset;
 
   bool noop() const { return steps.empty(); }
   // Devices left waiting for the operator's host driver (DeviceMove::awaitsDriver).

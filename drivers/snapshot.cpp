@@ -38,6 +38,14 @@ std::optional<int> readInt(const Host& host, const std::string& path) {
   return static_cast<int>(*v);
 }
 
+// A PCI-to-PCI bridge's secondary bus and whether userspace may reset it (pci.hpp): read light,
+// since a plan needs the bridge above a selected function without selecting the bridge.
+void readBridgeBus(const Host& host, const std::string& dir, PciFunction& f) {
+  if (classPrefix(f.classCode) != classPrefix(pci_class::kPciBridge)) return;
+  f.secondaryBus = readInt(host, hostPath(dir, "secondary_bus_number"));
+  f.resetSubordinate = host.exists(hostPath(dir, "reset_subordinate"));
+}
+
 // The root filesystem's block device, from mountinfo "maj:min" -> sys/dev/block/<maj:min>, then
 // the last PCI address in the resolved device path.
 std::optional<Bdf> findRootDiskPci(const Host& host) {
@@ -235,6 +243,12 @@ std::vector<Bdf> vfSlots(const Host& host, const Bdf& pf) {
   return {out.begin(), out.end()};
 }
 
+std::optional<bool> readResponsive(const Host& host, const Bdf& bdf) {
+  auto c = host.readHead(hostPath(pciDevicePath(bdf), "config"), 4);
+  if (!c) return std::nullopt;
+  return configAnswers(*c);
+}
+
 std::optional<std::string> vfioDeviceName(const Host& host, const Bdf& bdf) {
   const std::string dir = hostPath(pciDevicePath(bdf), "vfio-dev");
   auto names = host.list(dir);
@@ -302,6 +316,14 @@ void readBindingState(const Host& host, const Bdf& bdf, const FunctionDir& d, bo
     if (auto types = host.list(d.at("mdev_supported_types"))) f.mdevTypes = *types;
   }
   f.vfioDevice = d.has("vfio-dev") ? vfioDeviceName(host, bdf) : std::nullopt;
+  // Whether it answers and its power state change without an event (a VM's crash, a link
+  // down): read again with the binding. Not while a pending write holds its lock.
+  f.responsive.reset();
+  f.powerState.reset();
+  if (!lockHeld) {
+    if (d.has("config")) f.responsive = readResponsive(host, bdf);
+    if (d.has("power_state")) f.powerState = readTrimmed(host, d.at("power_state"));
+  }
 }
 
 }  // namespace
@@ -368,6 +390,17 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
       f.vfBarsAssigned = parseVfBarsAssigned(*r);
     }
   }
+  f.resetFile = d->has("reset") && host.exists(d->at("reset"));
+  if (d->has("reset_method")) {
+    if (auto m = readTrimmed(host, d->at("reset_method"))) {
+      f.resetMethods.emplace();
+      for (auto w : splitWords(*m)) f.resetMethods->emplace_back(w);
+    }
+  }
+  if (d->has("d3cold_allowed")) {
+    if (auto v = readInt(host, d->at("d3cold_allowed"))) f.d3coldAllowed = *v != 0;
+  }
+  readBridgeBus(host, d->dir, f);
   readBindingState(host, bdf, *d, lockHeld, f);
   return f;
 }
@@ -401,6 +434,7 @@ std::optional<PciFunction> readLightFunction(const Host& host, const Bdf& bdf) {
   }
   f.driver = readLinkName(host, at("driver"));
   if (auto pf = readLinkName(host, at("physfn"))) f.physfn = parseBdf(*pf);
+  readBridgeBus(host, dir, f);
   return f;
 }
 

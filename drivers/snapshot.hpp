@@ -132,6 +132,10 @@ std::optional<bool> parseVfBarsAssigned(std::string_view text);
 // open. nullopt otherwise.
 std::optional<std::string> vfioDeviceName(const Host& host, const Bdf& bdf);
 
+// Does the function answer (PciFunction::responsive)? Reads the first bytes of its `config`;
+// nullopt where that file cannot be read.
+std::optional<bool> readResponsive(const Host& host, const Bdf& bdf);
+
 // Host paths of a PCI function's attributes.
 std::string pciDevicePath(const Bdf& bdf);           // sys/bus/pci/devices/<bdf>
 std::string pciDriverPath(std::string_view driver);  // sys/bus/pci/drivers/<drv>

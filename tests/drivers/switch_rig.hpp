@@ -31,6 +31,10 @@ struct Rig {
       : fx(scenario), kernel(fx.root()), modules(kernel), k{kernel, modules} {
     opt.unbindTimeout = std::chrono::milliseconds(200);
   }
+  explicit Rig(const Fixture::HostYaml& yaml)
+      : fx(yaml), kernel(fx.root()), modules(kernel), k{kernel, modules} {
+    opt.unbindTimeout = std::chrono::milliseconds(200);
+  }
 
   Plan plan(Mode mode, SelectionOptions so = {}) {
     auto s = readPlanSnapshot(kernel, so);  // what prepare reads

@@ -1,5 +1,7 @@
 #include "tests/support/fake_kernel.hpp"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <fstream>
 
@@ -9,6 +11,7 @@
 #include "drivers/text.hpp"
 #include "drivers/validate.hpp"
 #include "drivers/vgpu.hpp"
+#include "tests/support/fixture.hpp"
 
 namespace fs = std::filesystem;
 
@@ -38,6 +41,12 @@ void relLink(const fs::path& link, const fs::path& target) {
 }
 
 std::string fakeDir(std::string_view kind, const Bdf& b) { return hostPath("fake", kind, b.str()); }
+
+std::optional<int> readInt(const Host& h, const std::string& path) {
+  auto v = parseSigned(readTrimmed(h, path).value_or(""));
+  if (!v || *v < 0 || *v > 1'000'000) return std::nullopt;
+  return static_cast<int>(*v);
+}
 
 }  // namespace
 
@@ -484,11 +493,115 @@ Status FakeKernel::apply(const std::string& p, const std::string& data) {
     const bool refuse = readTrimmed(fs_, fakeDir("unbindlock", *b)) == "refuse";
     return fs_.writeFileAtomic(p, (value == "1" && !refuse) ? "1\n" : "0\n", 0644);
   }
+  if (startsWith(p, "sys/bus/pci/devices/") && parts.size() == 6 &&
+      (parts[5] == "reset" || parts[5] == "reset_subordinate" || parts[5] == "remove" ||
+       parts[5] == "rescan")) {
+    auto b = parseBdf(parts[4]);
+    if (!b || value != "1") return err(EINVAL);
+    if (parts[5] == "reset") {
+      if (lockHeld(*b)) return err(ETIMEDOUT);  // pci_reset_function waits for the device lock
+      resetNow(*b, "function");
+      return {};
+    }
+    if (parts[5] == "remove") {
+      unplug(*b);  // pci_stop_and_remove_bus_device: the driver lets go, the function goes
+      return {};
+    }
+    auto bus = readInt(
+        fs_, hostPath(parts[0], parts[1], parts[2], parts[3], parts[4], "secondary_bus_number"));
+    if (!bus) return err(ENOENT);
+    std::vector<Bdf> below;
+    if (auto devs = fs_.list("sys/bus/pci/devices")) {
+      for (const auto& d : *devs) {
+        if (auto x = parseBdf(d); x && x->domain == b->domain && x->bus == *bus)
+          below.push_back(*x);
+      }
+    }
+    if (parts[5] == "rescan") {
+      rescanBus(b->domain, static_cast<uint8_t>(*bus));
+      return {};
+    }
+    // __pci_reset_bus: every device below locked with trylock, or EAGAIN.
+    for (const auto& x : below) {
+      if (lockHeld(x)) return err(EAGAIN);
+    }
+    for (const auto& x : below) resetNow(x, "bus");
+    return {};
+  }
+  if (p == "sys/bus/pci/rescan") {
+    if (value != "1") return err(EINVAL);
+    rescanBus(std::nullopt, std::nullopt);
+    return {};
+  }
   if (startsWith(p, "sys/bus/pci/devices/") && endsWith(p, "/driver_override")) {
     if (value.size() > 63) return err(EINVAL);
     return put(p, (value.empty() ? "(null)" : value) + "\n", 0644);
   }
   return err(EPERM);  // an attribute the fake does not model: fail loudly
+}
+
+void FakeKernel::stopAnswering(const Bdf& b) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  const std::string dev = pciDevicePath(b);
+  (void)put(hostPath(dev, "config"), std::string(64, '\xff'), 0644);
+  if (fs_.exists(hostPath(dev, "power_state")))
+    (void)put(hostPath(dev, "power_state"), "D3cold\n", 0644);
+}
+
+void FakeKernel::resetNow(const Bdf& b, std::string_view how) {
+  const std::string counter = fakeDir("reset", b);
+  (void)fs_.makeDirs("fake/reset", 0755);
+  const int n = readInt(fs_, counter).value_or(0);
+  (void)put(counter, std::to_string(n + 1) + "\n", 0644);
+  recoverIf(b, how);
+}
+
+// A function that stopped answering comes back by what fake/recover/<BDF> names: a function
+// reset brings back what it names and more (function < bus < rescan), "never" stays dead.
+void FakeKernel::recoverIf(const Bdf& b, std::string_view how) {
+  const std::string by = readTrimmed(fs_, fakeDir("recover", b)).value_or("never");
+  auto rank = [](std::string_view w) {
+    return w == "function" ? 1 : w == "bus" ? 2 : w == "rescan" ? 3 : 9;
+  };
+  if (rank(by) > rank(how)) return;
+  auto yaml = fs_.read(hostPath("fake/devices", b.str() + ".yaml"));
+  auto id = readPciFunction(fs_, b);
+  if (!yaml || !id) return;
+  std::string c(64, '\0');
+  c[0] = static_cast<char>(id->id.vendor & 0xff);
+  c[1] = static_cast<char>(id->id.vendor >> 8);
+  c[2] = static_cast<char>(id->id.device & 0xff);
+  c[3] = static_cast<char>(id->id.device >> 8);
+  (void)put(hostPath(pciDevicePath(b), "config"), c, 0644);
+  if (fs_.exists(hostPath(pciDevicePath(b), "power_state")))
+    (void)put(hostPath(pciDevicePath(b), "power_state"), "D0\n", 0644);
+}
+
+// pci_rescan_bus: every removed function (fake/devices/, left by the fixture) on the bus comes
+// back as a new device: no driver, no override, its config answering where a rescan fixes it;
+// then the driver core probes it (bus_probe_device), as drivers_probe would.
+void FakeKernel::rescanBus(std::optional<uint32_t> domain, std::optional<uint8_t> bus) {
+  auto saved = fs_.list("fake/devices");
+  if (!saved) return;
+  for (const auto& name : *saved) {
+    auto b = parseBdf(std::string_view(name).substr(0, name.find(".yaml")));
+    if (!b || fs_.exists(pciDevicePath(*b))) continue;
+    if ((domain && b->domain != *domain) || (bus && b->bus != *bus)) continue;
+    auto yaml = fs_.read(hostPath("fake/devices", name));
+    if (!yaml) continue;
+    YAML::Node d = YAML::Load(*yaml);
+    d.remove("driver");
+    d.remove("driver_override");
+    const std::string by = readTrimmed(fs_, fakeDir("recover", *b)).value_or("never");
+    if (by != "never") d["responsive"] = true;
+    addFixtureDevice(fs_.root(), YAML::Dump(d));
+    (void)put(fakeDir("recover", *b), by + "\n", 0644);
+    if (auto f = readPciFunction(fs_, *b)) refreshVfioNode(*f);
+    int e = 0;
+    for (const char* drv : kProbeOrder) {
+      if (bind(*b, drv, &e)) break;
+    }
+  }
 }
 
 void FakeKernel::releaseDevice(const Bdf& b) {

@@ -107,6 +107,10 @@ class FakeKernel final : public Host {
   // The device is removed (a surprise hot-unplug): its driver lets go of it, and it leaves
   // sys/bus/pci/devices, its IOMMU group and, with the group's last vfio device, /dev/vfio.
   void unplug(const Bdf& b);
+  // The device stops answering (a crashed VM left it in D3cold, it fell off the bus): its config
+  // space reads all ones and its power_state, where it has one, D3cold. What brings it back is
+  // fake/recover/<BDF> (the fixture's recovers_by).
+  void stopAnswering(const Bdf& b);
   // This driver's probe() fails for this device (EINVAL), as vfio-pci does for some devices.
   void refuseBind(const Bdf& b, std::string driver) { refused_.emplace(b, std::move(driver)); }
   // Accesses that would have blocked on a device lock held by a pending unbind ("read
@@ -136,6 +140,9 @@ class FakeKernel final : public Host {
   bool driverMatches(const std::string& driver, const PciFunction& f) const;
   std::set<PciId> vfioPciIds() const;
   void refreshVfioNode(const PciFunction& f);
+  void resetNow(const Bdf& b, std::string_view how);  // counts it in fake/reset/<BDF>
+  void recoverIf(const Bdf& b, std::string_view how);
+  void rescanBus(std::optional<uint32_t> domain, std::optional<uint8_t> bus);
   void refreshVfioDeviceFile(const Bdf& b);
   std::set<int> takenVfioIndex_;  // vfio-dev indexes in use (the kernel's ida frees them)
   Status setNumVfs(const Bdf& pf, int n);

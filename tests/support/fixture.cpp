@@ -49,6 +49,17 @@ std::string modalias(const PciId& id, const PciId& sub, uint32_t cls) {
   return buf;
 }
 
+// The first bytes of a function's config space: vendor and device ids, little-endian (the rest
+// of the header is not modelled).
+std::string configBytes(const PciId& id) {
+  std::string c(64, '\0');
+  c[0] = static_cast<char>(id.vendor & 0xff);
+  c[1] = static_cast<char>(id.vendor >> 8);
+  c[2] = static_cast<char>(id.device & 0xff);
+  c[3] = static_cast<char>(id.device >> 8);
+  return c;
+}
+
 Bdf bdfOf(const YAML::Node& n) {
   auto b = parseBdf(n.as<std::string>());
   if (!b) throw std::runtime_error("fixture: bad bdf " + n.as<std::string>());
@@ -79,6 +90,30 @@ void addDevice(const fs::path& root, const YAML::Node& d) {
             d["driver_override"] ? d["driver_override"].as<std::string>() + "\n" : "(null)\n");
   if (baseClass(cls) == 0x03)
     writeFile(dir / "boot_vga", std::to_string(d["boot_vga"].as<int>(0)) + "\n");
+  // Config space: the vendor and device ids little-endian, or all ones for a device that no
+  // longer answers (responsive: false); what brings it back (recovers_by: function, bus,
+  // rescan or never) is the fake kernel's (fake/recover/).
+  const bool answers = d["responsive"].as<bool>(true);
+  writeFile(dir / "config", answers ? configBytes(*id) : std::string(64, '\xff'));
+  if (d["recovers_by"])
+    writeFile(root / "fake/recover" / b.str(), d["recovers_by"].as<std::string>() + "\n");
+  if (d["power_state"]) writeFile(dir / "power_state", d["power_state"].as<std::string>() + "\n");
+  if (d["d3cold_allowed"])
+    writeFile(dir / "d3cold_allowed", std::to_string(d["d3cold_allowed"].as<int>()) + "\n");
+  // Reset methods (sysfs-bus-pci): `reset` only while there is one, `reset_method` names them.
+  if (d["reset_methods"]) {
+    const std::string methods = d["reset_methods"].as<std::string>();
+    if (!d["no_reset_method_file"]) writeFile(dir / "reset_method", methods + "\n");
+    if (!methods.empty()) writeFile(dir / "reset", "");
+  }
+  // A bridge: its secondary bus, and reset_subordinate (Linux 6.13, 6.12.5, 6.1.120).
+  if (d["secondary_bus"])
+    writeFile(dir / "secondary_bus_number", std::to_string(d["secondary_bus"].as<int>()) + "\n");
+  if (d["reset_subordinate"].as<bool>(false)) writeFile(dir / "reset_subordinate", "");
+  if (d["secondary_bus"]) writeFile(dir / "rescan", "");
+  writeFile(dir / "remove", "");
+  // What a rescan brings back once the function is removed (the fake kernel reads it).
+  writeFile(root / "fake/devices" / (b.str() + ".yaml"), YAML::Dump(d) + "\n");
   makeLink(root / "sys/bus/pci/devices" / b.str(),
            "../../../devices/pci" + b.str().substr(0, 7) + "/" + b.str());
   if (d["group"]) {
@@ -156,6 +191,10 @@ void addDevice(const fs::path& root, const YAML::Node& d) {
 }
 
 }  // namespace
+
+void addFixtureDevice(const fs::path& root, const std::string& yaml) {
+  addDevice(root, YAML::Load(yaml));
+}
 
 void expandHostYaml(const fs::path& root, const std::string& yaml) {
   YAML::Node h = YAML::Load(yaml);

@@ -47,5 +47,8 @@ class Fixture {
 // Expands a host.yaml text into sysfs/procfs files under root (exposed for tests of the
 // fixture builder itself).
 void expandHostYaml(const std::filesystem::path& root, const std::string& yaml);
+// Adds one device as host.yaml describes it (the fake kernel's rescan brings a removed function
+// back this way, from the fake/devices/<BDF>.yaml the fixture left).
+void addFixtureDevice(const std::filesystem::path& root, const std::string& yaml);
 
 }  // namespace hostprep::test
