@@ -140,7 +140,6 @@ Status applyConfig(const Host& host, const PrepareOptions& p, ConvergeOptions& c
   if (!p.holderNodesGiven) co.holderNodes = cfg->holderNodes;
   if (!p.vgpuConfigGiven) {
     co.vgpuConfigFile = cfg->vgpuConfigFile;
-    co.vgpuConfigOnHost = true;  // a host path, under --root
     co.vgpuConfigName = cfg->vgpuConfigName;
   }
   return {};

@@ -53,12 +53,8 @@ int cmdStatus(Context& ctx, const std::vector<std::string>& args) {
   req.modeOverride = opt.mode;
   req.now = std::time(nullptr);
   if (opt.pciIdsFile) {
-    auto text = readLocalFile(*opt.pciIdsFile, 16u << 20);
-    if (!text) {
-      return fail(ctx, usageError("--pci-ids: cannot read " + *opt.pciIdsFile + ": " +
-                                      std::strerror(text.error().err),
-                                  "name a readable pci.ids file"));
-    }
+    auto text = readHostFile(host, "--pci-ids", *opt.pciIdsFile, 16u << 20);
+    if (!text) return fail(ctx, text.error());
     req.pciIds = *text;
   }
 

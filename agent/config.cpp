@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "agent/local_file.hpp"
 #include "drivers/journal.hpp"
 #include "drivers/text.hpp"
 #include "drivers/validate.hpp"
@@ -237,9 +238,9 @@ Result<AgentConfig> loadConfig(const Host& host, std::string_view path, bool req
   auto text = host.read(path, 1u << 20);
   if (!text) {
     if (text.error().err == ENOENT && !required) return defaults;
-    return usageError(
-        source + ": cannot read the config: " + std::string(std::strerror(text.error().err)),
-        "pass --config with a readable file");
+    return usageError(source + ": cannot read the config" + underRoot(host, path) + ": " +
+                          std::string(std::strerror(text.error().err)),
+                      "pass --config with a readable file");
   }
   if (auto st = host.ownership(path)) {
     if (auto p = configPermissionProblem(st->owner, st->mode, ::geteuid() == 0)) {

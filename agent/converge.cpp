@@ -21,7 +21,7 @@ namespace hostprep {
 
 Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::string& file,
                                                                    const std::string& name,
-                                                                   const Host* host) {
+                                                                   const Host& host) {
   using Out = std::optional<std::vector<VgpuConfigEntry>>;
   if (file.empty()) {
     if (name != "default") {
@@ -32,13 +32,8 @@ Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::st
     return Out{};
   }
   constexpr size_t kMaxConfig = size_t{1} << 20;
-  const std::string shown = host ? host->resolve(file).string() : file;
-  auto text = host ? host->read(file, kMaxConfig) : readLocalFile(file, kMaxConfig);
-  if (!text) {
-    if (text.error().err == EFBIG) return usageError("--vgpu-config: " + shown + " is over 1 MiB");
-    return Error{"--vgpu-config: cannot read " + shown, text.error().err, "check the path",
-                 Exit::kUsage};
-  }
+  auto text = readHostFile(host, "--vgpu-config", file, kMaxConfig);
+  if (!text) return text.error();
   auto cfg = parseVgpuConfig(*text, file);
   if (!cfg) return cfg.error();
   const auto* entries = cfg->find(name);
@@ -219,8 +214,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   in.vgpuConfigName = opt.vgpuConfigName;
   in.modes = c.modes;
   if (split.count(Mode::kVmVgpu)) {
-    auto cfg = loadVgpuConfig(opt.vgpuConfigFile, opt.vgpuConfigName,
-                              opt.vgpuConfigOnHost ? &host : nullptr);
+    auto cfg = loadVgpuConfig(opt.vgpuConfigFile, opt.vgpuConfigName, host);
     if (!cfg) return failed(cfg.error());
     in.vgpuConfig = std::move(*cfg);
     in.vgpuVfioAvailable = k.modules.available("nvidia_vgpu_vfio");

@@ -37,10 +37,9 @@ struct ConvergeOptions {
   // NVSwitches (HGX): auto follows Fabric Manager's FABRIC_MODE (0, full passthrough: with the
   // GPUs; 1 and 2: left on the host), resolved against the host when the run starts.
   NvSwitchPolicy nvSwitch = NvSwitchPolicy::kAuto;
-  // vm-vgpu: a vgpu-device-manager config file (on this machine) and the config in it; no file
-  // means the embedded defaults (the half-card profile x2 per GPU).
+  // vm-vgpu: a vgpu-device-manager config file (a host path, read under --root) and the config
+  // in it; no file means the embedded defaults (the half-card profile x2 per GPU).
   std::string vgpuConfigFile;
-  bool vgpuConfigOnHost = false;  // vgpuConfigFile is a host path, read through the Host
   std::string vgpuConfigName{kDefaultVgpuConfigName};
   // Called once per device as it moves (not in dry runs).
   std::function<void(const DeviceMove&, const Status&)> onDevice;
@@ -63,12 +62,12 @@ struct Convergence {
   Status status;  // ok, or the error that stopped the run (host left as it was)
 };
 
-// The vGPU config: the named config of FILE, or nullopt for the embedded defaults. FILE is a file
-// on this machine, or with `host` a host path read through it. Errors name the file, the config
-// and the fix (exit 2).
+// The vGPU config: the named config of FILE, or nullopt for the embedded defaults. FILE is a host
+// path, read through `host` (under --root, as every file option is). Errors name the file, where
+// it was looked for, the config and the fix (exit 2).
 Result<std::optional<std::vector<VgpuConfigEntry>>> loadVgpuConfig(const std::string& file,
                                                                    const std::string& name,
-                                                                   const Host* host = nullptr);
+                                                                   const Host& host);
 
 // Converges the host behind `k` to `opt.mode` and `opt.rules`, both ways in one run on a mixed
 // node. After a real run that succeeds, the mode (and on a split each GPU's mode) is recorded in

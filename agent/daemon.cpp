@@ -149,7 +149,6 @@ Status Agent::convergeNow() {
   co.holderNodes = config_.holderGlob();
   // The vGPU config file is a host path (under --root).
   co.vgpuConfigFile = config_.vgpuConfigFile;
-  co.vgpuConfigOnHost = true;
   co.vgpuConfigName = config_.vgpuConfigName;
   co.onDevice = [](const DeviceMove& mv, const Status& s) {
     if (s) {

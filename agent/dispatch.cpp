@@ -45,7 +45,11 @@ void printUsage(std::ostream& os, std::span<const Command> commands) {
        << "\n";
   os << "\n"
      << globalOptionsHelp()
-     << "\nExit codes: 0 ok or nothing to do, 1 failed (host left as it was), 2 usage or bad "
+     << "\nFiles: a FILE or PATH given to --config, --write, --pci-ids or prepare's --vgpu-config\n"
+        "is a host path: absolute, read and written under --root (with --root /host, --config\n"
+        "/etc/hostprep/c.yaml reads /host/etc/hostprep/c.yaml). check-node's FILEs are cluster\n"
+        "documents, read on this machine as given ('-': standard input).\n"
+        "\nExit codes: 0 ok or nothing to do, 1 failed (host left as it was), 2 usage or bad "
         "input,\n"
         "3 refused (device in use, unsafe IOMMU group).\n"
         "Run 'hostprep <command> --help' for a command's options.\n";

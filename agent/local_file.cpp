@@ -20,6 +20,26 @@ std::string sizeText(size_t n) {
 
 std::string localFileName(const std::string& path) { return path == "-" ? "standard input" : path; }
 
+std::string underRoot(const Host& host, std::string_view path) {
+  if (host.root() == "/") return "";
+  return " under --root " + host.root().string() + " (read as " + host.resolve(path).string() + ")";
+}
+
+Result<std::string> readHostFile(const Host& host, std::string_view option, std::string_view path,
+                                 size_t cap) {
+  auto text = host.read(path, cap);
+  if (text) return text;
+  const std::string shown = (path.substr(0, 1) == "/" ? "" : "/") + std::string(path);
+  const std::string where = std::string(option) + ": " + shown + underRoot(host, path);
+  if (text.error().err == EFBIG) {
+    return Error{where + ": larger than " + sizeText(cap), EFBIG, "pass a smaller file",
+                 Exit::kUsage};
+  }
+  return Error{std::string(option) + ": cannot read " + shown + underRoot(host, path),
+               text.error().err, "check the path: a file option names a host path, under --root",
+               Exit::kUsage};
+}
+
 Result<std::string> readLocalFile(const std::string& path, size_t cap) {
   const bool stdinput = path == "-";
   int fd = stdinput ? 0 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -8,7 +8,7 @@ namespace {
 // check-node is an executable of its own, hostprep-check-node (agent/main_check_node.cpp): it
 // alone reads node lists with libsimdjson, which Debian ships shared only and which loads the
 // shared C++ runtime. Without it this binary links libstdc++ statically, and the agent, prepare
-// and preflight map neither library (README, Performance).
+// and preflight map neither library (tests/bench/README.md).
 constexpr hostprep::Command kCommands[] = {
     {"prepare", "move the selected GPUs and their companions to the mode's driver",
      hostprep::cmdPrepare},

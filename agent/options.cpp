@@ -42,7 +42,8 @@ const std::vector<Option>& optionTable() {
       {"write", Arg::kOptionalText,
        "write the document atomically to PATH under --root (default: the config's status path, "
        "/run/hostprep/status.json)"},
-      {"pci-ids", Arg::kText, "read device names from FILE (default: the root's pci.ids)"},
+      {"pci-ids", Arg::kText,
+       "read device names from FILE under --root (default: the root's pci.ids)"},
       {"config", Arg::kText, "the config under --root (default " + std::string(kConfigPath) + ")"},
       {"devices", Arg::kText, "only these GPUs, BDF,... (companions follow)"},
       {"gpu-ids", Arg::kText, "select VVVV:DDDD,... instead of NVIDIA GPUs"},
@@ -64,7 +65,8 @@ const std::vector<Option>& optionTable() {
       {"nvswitch", Arg::kText,
        "NVSwitches: auto (follow Fabric Manager's FABRIC_MODE) | with-gpus | leave", "auto"},
       {"vgpu-config", Arg::kText,
-       "vm-vgpu: vgpu-device-manager config FILE (default: embedded defaults per GPU model)"},
+       "vm-vgpu: vgpu-device-manager config FILE under --root (default: embedded defaults per GPU "
+       "model)"},
       {"vgpu-config-name", Arg::kText,
        "vm-vgpu: the config in that file to apply (as the nvidia.com/vgpu.config label)",
        std::string(kDefaultVgpuConfigName)},
@@ -381,7 +383,9 @@ Result<PrepareOptions> readPrepare(const po::variables_map& vm) {
   o.nvSwitch = *nvSwitch;
   if (auto t = text(vm, "vgpu-config")) {
     if (t->empty()) return usageError("--vgpu-config: empty path", "name a YAML file");
-    o.vgpuConfigFile = *t;
+    auto f = parseHostFilePath("--vgpu-config", *t);
+    if (!f) return f.error();
+    o.vgpuConfigFile = *f;
   }
   auto name = parseVgpuConfigName("--vgpu-config-name", *text(vm, "vgpu-config-name"));
   if (!name) return name.error();
@@ -471,7 +475,9 @@ Result<StatusOptions> readStatus(const po::variables_map& vm) {
   }
   if (auto t = text(vm, "pci-ids")) {
     if (t->empty()) return usageError("--pci-ids: empty path", "name a pci.ids file");
-    o.pciIdsFile = *t;
+    auto f = parseHostFilePath("--pci-ids", *t);
+    if (!f) return f.error();
+    o.pciIdsFile = *f;
   }
   if (auto s = readMode(vm, o.mode); !s) return s.error();
   if (auto s = readConfig(vm, o.config); !s) return s.error();

@@ -75,7 +75,7 @@ Result<CommandLine<PreflightOptions>> parsePreflightOptions(const std::vector<st
 // ---- status ----
 struct StatusOptions {
   std::optional<std::string> write;       // host path, when --write was given
-  std::optional<std::string> pciIdsFile;  // a file on this machine
+  std::optional<std::string> pciIdsFile;  // a host path, read under --root
   std::optional<Mode> mode;
   ConfigFile config;
   SelectionOverrides selection;

@@ -118,7 +118,7 @@ TEST_CASE("prepare --mode vm-vgpu --dry-run prints the vGPU plan and what will b
   CHECK_FALSE(std::filesystem::exists(fx.path("run/hostprep")));
 
   fx.write("etc/vgpu.yaml", kConfig);
-  const std::string cfg = fx.path("etc/vgpu.yaml").string();
+  const std::string cfg = "/etc/vgpu.yaml";  // a host path, under --root
   auto t = runHostprep({"--root", fx.root().string(), "prepare", "--mode", "vm-vgpu", "--dry-run",
                         "--vgpu-config", cfg, "--vgpu-config-name", "A10-4Q"});
   REQUIRE(t.exitCode == 0);
@@ -133,7 +133,7 @@ TEST_CASE("vm-vgpu config problems exit 2 and change nothing", "[cli][vgpu]") {
   fx.write("etc/bad.yaml",
            "version: v1\nvgpu-configs:\n  default:\n    - devices: every\n      vgpu-devices: "
            "{A10-4Q: 1}\n");
-  const std::string cfg = fx.path("etc/vgpu.yaml").string();
+  const std::string cfg = "/etc/vgpu.yaml";
   const std::string root = fx.root().string();
 
   auto r = runHostprep({"--root", root, "prepare", "--mode", "vm-vgpu", "--vgpu-config", cfg,
@@ -149,7 +149,7 @@ TEST_CASE("vm-vgpu config problems exit 2 and change nothing", "[cli][vgpu]") {
   CHECK_THAT(r.err, Catch::Contains("--vgpu-config-name: 'nope' is not a config in " + cfg +
                                     " (it has: default, A10-4Q, too-many)"));
   r = runHostprep({"--root", root, "prepare", "--mode", "vm-vgpu", "--dry-run", "--vgpu-config",
-                   fx.path("etc/bad.yaml").string()});
+                   "/etc/bad.yaml"});
   CHECK(r.exitCode == 2);
   CHECK_THAT(
       r.err,
@@ -158,9 +158,9 @@ TEST_CASE("vm-vgpu config problems exit 2 and change nothing", "[cli][vgpu]") {
   r = runHostprep({"--root", root, "prepare", "--mode", "vm-vgpu", "--dry-run", "--vgpu-config",
                    "/nonexistent/x.yaml"});
   CHECK(r.exitCode == 2);
-  CHECK_THAT(
-      r.err,
-      Catch::Contains("--vgpu-config: cannot read /nonexistent/x.yaml: No such file or directory"));
+  CHECK_THAT(r.err, Catch::Contains("--vgpu-config: cannot read /nonexistent/x.yaml under --root " +
+                                    root + " (read as " + root +
+                                    "/nonexistent/x.yaml): No such file or directory"));
   r = runHostprep({"--root", root, "prepare", "--mode", "container", "--vgpu-config", cfg});
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.err, Catch::Contains("--vgpu-config and --vgpu-config-name need --mode vm-vgpu"));

@@ -48,22 +48,25 @@ TEST_CASE("status --pci-ids names devices from another file", "[cli][status]") {
   Fixture fx("status-mixed");
   fx.write("elsewhere/pci.ids", "10de  NVIDIA\n\t2236  GA102GL [A10]\n");
   auto r = runHostprep({"--root", fx.root().string(), "--output", "json", "status", "--pci-ids",
-                        fx.path("elsewhere/pci.ids").string()});
+                        "/elsewhere/pci.ids"});  // a host path, under --root
   REQUIRE(r.exitCode == 0);
   CHECK(nlohmann::json::parse(r.out)["advertised"] ==
         nlohmann::json{{"nvidia.com/GA102GL_A10", 1}, {"nvidia.com/gpu", 1}});
   r = runHostprep({"--root", fx.root().string(), "status", "--pci-ids", "/nonexistent/pci.ids"});
   CHECK(r.exitCode == 2);
-  CHECK(r.err ==
-        "hostprep status: --pci-ids: cannot read /nonexistent/pci.ids: No such file or directory "
-        "(name a readable pci.ids file)\n");
+  const std::string root = fx.root().string();
+  CHECK(r.err == "hostprep status: --pci-ids: cannot read /nonexistent/pci.ids under --root " +
+                     root + " (read as " + root +
+                     "/nonexistent/pci.ids): No such file or directory (check the path: a file "
+                     "option names a host path, under --root)\n");
   r = runHostprep({"--root", fx.root().string(), "--output", "json", "status", "--pci-ids",
                    "/nonexistent/pci.ids"});
   CHECK(r.exitCode == 2);
   auto e = nlohmann::json::parse(r.out);  // --output json: the error as a document
   CHECK(e["ok"] == false);
-  CHECK(e["error"]["message"] ==
-        "--pci-ids: cannot read /nonexistent/pci.ids: No such file or directory");
+  CHECK(e["error"]["message"] == "--pci-ids: cannot read /nonexistent/pci.ids under --root " +
+                                     root + " (read as " + root + "/nonexistent/pci.ids)");
+  CHECK(e["error"]["errno"] == ENOENT);
   r = runHostprep({"--root", fx.root().string(), "status", "--write", "../x"});
   CHECK(r.exitCode == 2);
   CHECK_THAT(r.err, Catch::Contains("--write: '../x' is not an absolute file path"));

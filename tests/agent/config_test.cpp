@@ -210,8 +210,9 @@ TEST_CASE("a missing default config is empty, a missing named one is an error", 
   auto named = loadConfig(host, "/etc/hostprep/other.yaml", true);
   REQUIRE_FALSE(named);
   CHECK(named.error().describe() ==
-        "/etc/hostprep/other.yaml: cannot read the config: No such file or directory (pass "
-        "--config with a readable file)");
+        "/etc/hostprep/other.yaml: cannot read the config under --root " + fx.root().string() +
+            " (read as " + fx.path("etc/hostprep/other.yaml").string() +
+            "): No such file or directory (pass --config with a readable file)");
 }
 
 TEST_CASE("the config is read over defaults: each key it names replaces that value", "[config]") {

@@ -153,15 +153,17 @@ TEST_CASE("the agent's vGPU config is a host path, read through the Host", "[con
   fx.write("etc/hostprep/vgpu.yaml",
            "version: v1\nvgpu-configs:\n  a10:\n    - devices: all\n      vgpu-devices: "
            "{A10-4Q: 2}\n");
-  auto cfg = loadVgpuConfig("/etc/hostprep/vgpu.yaml", "a10", &host);
+  auto cfg = loadVgpuConfig("/etc/hostprep/vgpu.yaml", "a10", host);
   REQUIRE(cfg);
   REQUIRE(*cfg);
   REQUIRE((*cfg)->size() == 1);
-  auto absent = loadVgpuConfig("etc/hostprep/absent.yaml", "a10", &host);
+  auto absent = loadVgpuConfig("/etc/hostprep/absent.yaml", "a10", host);
   REQUIRE_FALSE(absent);
-  CHECK(absent.error().describe() == "--vgpu-config: cannot read " +
-                                         fx.path("etc/hostprep/absent.yaml").string() +
-                                         ": No such file or directory (check the path)");
+  CHECK(absent.error().describe() ==
+        "--vgpu-config: cannot read /etc/hostprep/absent.yaml under --root " + fx.root().string() +
+            " (read as " + fx.path("etc/hostprep/absent.yaml").string() +
+            "): No such file or directory (check the path: a file option names a host path, "
+            "under --root)");
   CHECK(absent.error().exit == Exit::kUsage);
 }
 

@@ -73,7 +73,7 @@ std::vector<std::string> prepareArgs(const Fixture& fx, Mode m, const Expect& e)
   std::vector<std::string> a{"--root", fx.root().string(),       "prepare",
                              "--mode", std::string(toString(m)), "--dry-run"};
   if (m == Mode::kVmVgpu && !e.vgpuConfig.empty()) {
-    a.insert(a.end(), {"--vgpu-config", fx.path("vgpu-config.yaml").string()});
+    a.insert(a.end(), {"--vgpu-config", "/vgpu-config.yaml"});  // a host path, under --root
   }
   return a;
 }
@@ -102,7 +102,7 @@ struct Rig {
     co.mode = m;
     co.unbindTimeout = std::chrono::milliseconds(500);
     co.lockTimeout = std::chrono::milliseconds(500);
-    if (!e.vgpuConfig.empty()) co.vgpuConfigFile = fx.path("vgpu-config.yaml").string();
+    if (!e.vgpuConfig.empty()) co.vgpuConfigFile = "/vgpu-config.yaml";
     auto c = converge(k, co);
     if (!c.status) UNSCOPED_INFO(toString(m) << ": " << c.status.error().describe());
     return c.status;

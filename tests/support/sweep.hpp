@@ -3,7 +3,7 @@
 // then replays it once per fault or crash point on a fresh copy of the host, checking after each
 // that every device ends exactly where it began (Fixture::deviceState) and that the next run
 // completes. The unit tests sweep every plan the fixtures produce; tests/sweep/ sweeps generated
-// topologies for the README's figures.
+// topologies for the figures in tests/README.md.
 #pragma once
 
 #include <functional>

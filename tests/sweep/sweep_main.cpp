@@ -1,6 +1,6 @@
 // hostprep_sweep: the fault and crash sweeps of tests/reliability/sweep_test.cpp, over every
 // fixture plan and over generated hosts (1..N GPUs x 0..C companions, all on nvidia, all on
-// vfio, or mixed), with more errnos. Prints the figures in the README's Reliability section and
+// vfio, or mixed), with more errnos. Prints the figures in tests/README.md (Reliability) and
 // exits 1 if any point stranded a device.
 //   hostprep_sweep [--gpus N] [--companions C] [--quick]
 #include <cerrno>

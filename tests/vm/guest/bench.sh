@@ -164,7 +164,7 @@ hostprep prepare --mode container $HPIDS > $T/warm.out 2>&1 || bad "warm-up back
 i=0
 while [ $i -lt $N ]; do
     switch_hostprep switch.hostprep
-    # The same with hostprep's code at the addresses of its run before (see the README).
+    # The same with hostprep's code at the addresses of its run before (see tests/bench/README.md).
     switch_hostprep --fixed-addresses switch.hostprep_fixed
     writes_to vfio-pci
     timed switch.writes.to_vfio $BT writes $T/writes
