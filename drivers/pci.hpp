@@ -118,8 +118,10 @@ struct PciFunction {
   // Resetting it (Documentation/ABI/testing/sysfs-bus-pci). `reset` is there only while the
   // kernel has a reset method for the function (pci_dev_reset_attr_is_visible); `reset_method`
   // (Linux 5.15+) names them in the order the kernel tries them ("flr bus", "pm"). The kernel's
-  // own bus method is listed only for a function alone on its bus (pci_parent_bus_reset), so a
-  // GPU with its audio function on one bus lists none and needs its bridge's secondary bus reset.
+  // own bus method works only for a function alone on its bus (pci_parent_bus_reset), yet it is
+  // listed for function 0 of a multi-function device behind a bridge, probed before the other
+  // functions were on the bus (its `reset` then fails with ENOTTY; Debian's 6.1 and 6.12 in the
+  // VM suite): a GPU with its audio function on one bus needs its bridge's secondary bus reset.
   bool resetFile = false;
   std::optional<std::vector<std::string>> resetMethods;  // nullopt: no reset_method file
   // A bridge: the number of the bus below it (`secondary_bus_number`) and whether the kernel

@@ -44,28 +44,46 @@ std::string ResetOption::describe() const {
 
 ResetOption resetOptionOf(const Snapshot& s, const PciFunction& f, const std::vector<Bdf>& moving) {
   ResetOption o;
-  if (f.resetFile) {
-    o.way = ResetWay::kFunction;
-    o.methods = f.resetMethods.value_or(std::vector<std::string>{});
-    return o;
-  }
   const BusId bus = busOf(f.bdf);
+  const auto onBus = functionsOn(s, bus);
+  const bool shared = std::any_of(onBus.begin(), onBus.end(),
+                                  [&](const PciFunction* x) { return x->bdf != f.bdf; });
+  // The kernel's bus methods reset the function's whole bus, and work only while it is alone
+  // there (pci_parent_bus_reset checks at the reset): listed beside other functions (function 0
+  // of a multi-function device, whose methods the kernel probed before its other functions were
+  // on the bus), they fail with ENOTTY, so they are no method of its own.
+  std::string listed;
+  if (f.resetFile) {
+    const auto methods = f.resetMethods.value_or(std::vector<std::string>{});
+    const bool own = !f.resetMethods || !shared ||
+                     std::any_of(methods.begin(), methods.end(), [](const std::string& m) {
+                       return m != "bus" && m != "cxl_bus";
+                     });
+    if (own) {
+      o.way = ResetWay::kFunction;
+      o.methods = methods;
+      return o;
+    }
+    listed = " of its own (the kernel lists '" + join(methods, " ") +
+             "', which needs it alone on its bus)";
+  }
+  const std::string none = "no reset method" + listed;
   const PciFunction* bridge = bridgeOf(s, bus);
   if (!bridge) {
-    o.why = "no reset method, and no bridge above bus " + bus.str() +
+    o.why = none + ", and no bridge above bus " + bus.str() +
             (f.bdf.bus == 0 ? " (a root bus cannot be reset)" : "");
     return o;
   }
   if (!bridge->resetSubordinate) {
-    o.why = "no reset method, and the kernel offers no bus reset through " + bridge->bdf.str() +
+    o.why = none + ", and the kernel offers no bus reset through " + bridge->bdf.str() +
             " (reset_subordinate: Linux 6.13, 6.12.5, 6.1.120)";
     return o;
   }
-  for (const PciFunction* other : functionsOn(s, bus)) {
+  for (const PciFunction* other : onBus) {
     const bool moves = std::find(moving.begin(), moving.end(), other->bdf) != moving.end();
     if (!moves || isBridge(other->classCode) || other->iommuGroup != f.iommuGroup ||
         !f.iommuGroup) {
-      o.why = "no reset method, and bus " + bus.str() + " also carries " + other->bdf.str() +
+      o.why = none + ", and bus " + bus.str() + " also carries " + other->bdf.str() +
               ", which a bus reset would reset too";
       return o;
     }

@@ -6,9 +6,11 @@
 // (src/util/virpci.c virPCIDeviceReset: FLR, then PM reset, then a secondary bus reset); hostprep
 // does the same through the kernel's own interfaces (Documentation/ABI/testing/sysfs-bus-pci):
 // a function with a reset method is reset through its `reset` file; the functions of a GPU that
-// share a bus with nothing else, none of which the kernel can reset alone (the kernel lists its
-// bus method only for a function alone on its bus, drivers/pci/pci.c pci_parent_bus_reset), are
-// reset together through their bridge's `reset_subordinate`.
+// share a bus with nothing else, none of which the kernel can reset alone, are reset together
+// through their bridge's `reset_subordinate`. The kernel's own bus method (drivers/pci/pci.c
+// pci_parent_bus_reset) works only for a function alone on its bus, though `reset_method` lists
+// it for function 0 of a multi-function device too (probed before its other functions were on
+// the bus; its `reset` then fails with ENOTTY: Debian's 6.1 and 6.12, tests/vm/README.md).
 #pragma once
 
 #include <optional>
@@ -48,7 +50,8 @@ struct ResetOption {
 };
 
 // How `f` can be reset when the functions `moving` (the whole set a run moves together, `f`
-// among them) are all off their drivers: its own method first; else a bus reset, when its bridge
+// among them) are all off their drivers: its own method first (not "bus" or "cxl_bus" alone while
+// other functions share its bus); else a bus reset, when its bridge
 // offers reset_subordinate and every function on the bus is one of `moving`, is no bridge itself
 // (a bus reset resets everything below it too) and is in `f`'s IOMMU group.
 ResetOption resetOptionOf(const Snapshot& s, const PciFunction& f, const std::vector<Bdf>& moving);

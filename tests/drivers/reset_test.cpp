@@ -206,3 +206,62 @@ devices:
     CHECK(r.fx.deviceState() == before);
   }
 }
+
+// What Debian's 6.1 and 6.12 show in the VM suite (tests/vm/README.md, "Resets"): the kernel
+// lists its "bus" method for function 0 of a multi-function device behind a bridge, because it
+// probes the methods before the device's other functions are on the bus, and writing that
+// function's `reset` then fails with ENOTTY (pci_parent_bus_reset finds them there). Such a GPU
+// is reset with its bus, or not at all; a GPU alone on its bus is reset by that same method.
+TEST_CASE("a 'bus' method listed for a function that shares its bus is no method of its own",
+          "[reset]") {
+  const test::Fixture::HostYaml host{R"(
+kernel: 6.1.0-test-amd64
+cmdline: intel_iommu=on
+modules: [snd_hda_intel, ixgbe, vfio, vfio_iommu_type1, vfio_pci_core, vfio_pci]
+available_modules: [vfio, vfio_pci, nvidia]
+devices:
+  - {bdf: "0000:00:06.0", id: "1b36:000c", class: "060400", group: 5, secondary_bus: 1, reset_subordinate: true}
+  - {bdf: "0000:00:07.0", id: "1b36:000c", class: "060400", group: 6, secondary_bus: 2, reset_subordinate: true}
+  - {bdf: "0000:00:08.0", id: "1b36:000c", class: "060400", group: 7, secondary_bus: 3, reset_subordinate: true}
+  - {bdf: "0000:01:00.0", id: "10de:2236", class: "030200", driver: vfio-pci, driver_override: vfio-pci, group: 11, reset_methods: "bus"}
+  - {bdf: "0000:01:00.1", id: "10de:1aef", class: "040300", driver: vfio-pci, driver_override: vfio-pci, group: 11}
+  - {bdf: "0000:02:00.0", id: "10de:2236", class: "030200", driver: vfio-pci, driver_override: vfio-pci, group: 12, reset_methods: "bus"}
+  - {bdf: "0000:02:00.1", id: "8086:10fb", class: "020000", driver: ixgbe, group: 13}
+  - {bdf: "0000:03:00.0", id: "10de:2236", class: "030200", driver: vfio-pci, driver_override: vfio-pci, group: 14, reset_methods: "bus"}
+)"};
+  Rig r(host);
+  auto s = readSnapshot(r.kernel);
+  REQUIRE(s);
+  auto of = [&](const char* b, std::initializer_list<const char*> l) {
+    std::vector<Bdf> moving;
+    for (const char* m : l) moving.push_back(*parseBdf(m));
+    return resetOptionOf(*s, *s->find(*parseBdf(b)), moving);
+  };
+  auto withAudio = of("0000:01:00.0", {"0000:01:00.0", "0000:01:00.1"});
+  CHECK(withAudio.way == ResetWay::kBus);
+  CHECK(withAudio.bridge == parseBdf("0000:00:06.0"));
+  auto besideNic = of("0000:02:00.0", {"0000:02:00.0"});
+  CHECK(besideNic.way == ResetWay::kNone);
+  CHECK_THAT(besideNic.why, Catch::Contains("0000:02:00.1"));
+  CHECK(of("0000:03:00.0", {"0000:03:00.0"}).way == ResetWay::kFunction);
+
+  Plan p = r.plan(Mode::kContainer);
+  CHECK(stepsOf(p, "0000:01:00.0") ==
+        std::vector<std::string>{"set-override", "unbind", "reset-bus", "probe", "verify-module"});
+  CHECK(p.steps[indexOf(p, StepKind::kResetBus, "0000:01:00.0")].arg == "0000:00:06.0");
+  CHECK(stepsOf(p, "0000:02:00.0") ==
+        std::vector<std::string>{"set-override", "unbind", "probe", "verify-module"});
+  CHECK(stepsOf(p, "0000:03:00.0") ==
+        std::vector<std::string>{"set-override", "unbind", "reset", "probe", "verify-module"});
+
+  REQUIRE(applyPlan(r.k, p, r.opt));
+  CHECK(resets(r, "0000:01:00.0") == 1);
+  CHECK(resets(r, "0000:01:00.1") == 1);
+  CHECK(resets(r, "0000:02:00.0") == 0);
+  CHECK(resets(r, "0000:02:00.1") == 0);
+  CHECK(resets(r, "0000:03:00.0") == 1);
+  CHECK(r.driver("0000:01:00.0") == std::optional<std::string>("nvidia"));
+  CHECK(r.driver("0000:01:00.1") == std::optional<std::string>("snd_hda_intel"));
+  CHECK(r.driver("0000:02:00.0") == std::optional<std::string>("nvidia"));
+  CHECK(r.driver("0000:02:00.1") == std::optional<std::string>("ixgbe"));
+}

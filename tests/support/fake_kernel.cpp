@@ -500,6 +500,34 @@ Status FakeKernel::apply(const std::string& p, const std::string& data) {
     if (!b || value != "1") return err(EINVAL);
     if (parts[5] == "reset") {
       if (lockHeld(*b)) return err(ETIMEDOUT);  // pci_reset_function waits for the device lock
+      // The kernel tries reset_method's methods in order. Its "bus" method (pci_reset_bus_function:
+      // a hotplug slot's reset, else pci_parent_bus_reset) only works for a function alone on its
+      // bus, and is checked again at the reset: the kernel lists it for function 0 of a
+      // multi-function device, probed before the other functions were on the bus
+      // (pci_init_capabilities runs before pci_device_add puts a function on its bus), and the
+      // write then fails with ENOTTY (seen on Debian's 6.1 and 6.12, tests/vm/README.md).
+      if (auto m = readTrimmed(fs_, hostPath(parts[0], parts[1], parts[2], parts[3], parts[4],
+                                             "reset_method"))) {
+        bool works = false;
+        for (auto w : splitWords(*m)) {
+          if (w != "bus" && w != "cxl_bus") {
+            works = true;
+            break;
+          }
+          bool alone = true;
+          if (auto devs = fs_.list("sys/bus/pci/devices")) {
+            for (const auto& d : *devs) {
+              auto x = parseBdf(d);
+              if (x && *x != *b && x->domain == b->domain && x->bus == b->bus) alone = false;
+            }
+          }
+          if (alone && b->bus != 0) {
+            works = true;
+            break;
+          }
+        }
+        if (!works) return err(ENOTTY);
+      }
       resetNow(*b, "function");
       return {};
     }
