@@ -63,7 +63,7 @@ build_module mtty "$WORK/mtty-src/mtty.c"
 
 # --- static helpers ------------------------------------------------------------------------
 mkdir -p "$WORK/bin"
-for h in vfio-group-status hold sysfs-write; do
+for h in vfio-group-status hold sysfs-write pci-config; do
     if [ ! -x "$WORK/bin/$h" ] || [ "$HERE/$h.c" -nt "$WORK/bin/$h" ]; then
         log "building $h"
         gcc -static -O2 -Wall -Wextra -Werror -o "$WORK/bin/$h" "$HERE/$h.c"
@@ -93,7 +93,7 @@ cp "$WORK/mod-standin/standin.ko" "$WORK/mod-mtty/mtty.ko" "$R/lib/modules/$KVER
 [ ! -e "$KMODDIR/config" ] || cp "$KMODDIR/config" "$R/lib/modules/$KVER/"
 "$DEPMOD" -b "$R" "$KVER"
 
-cp "$WORK/bin/vfio-group-status" "$WORK/bin/hold" "$WORK/bin/sysfs-write" "$R/usr/local/bin/"
+cp "$WORK/bin/vfio-group-status" "$WORK/bin/hold" "$WORK/bin/sysfs-write" "$WORK/bin/pci-config" "$R/usr/local/bin/"
 cp "$HERE"/guest/*.sh "$R/tests/"
 install -m 0755 "$HERE/guest/init" "$R/init"
 

@@ -77,7 +77,10 @@ mkdir -p "$(dirname "$LOG")"
 #   00:03.0 edu                          own group           "edu A"
 #   00:04.0 edu                          own group           "edu B"
 #   00:05.0 pci-testdev                  own group, driverless
-#   00:06.0 pcie-root-port rp1 -> 01:00.0 edu "edu C" + 01:00.1 ich9-intel-hda  (one group)
+#   00:06.0 pcie-root-port rp1 -> 01:00.0 edu "edu C" + 01:00.1 ich9-intel-hda  (one group; the
+#                                    audio function has the multi-function bit in its header
+#                                    type too, as a GPU's does, so after a remove and rescan it
+#                                    joins C's group again: tests/vm/README.md, "Resets")
 #   00:07.0 pcie-root-port rp2 -> 02:00.0 edu "edu D" + 02:00.1 e1000e          (one group: foreign)
 #   00:08.0 pcie-root-port rp3 -> 03:00.0 nvme PF, SR-IOV up to 4 VFs
 #   00:09.0 pcie-pci-bridge    -> 04:01.0 edu "edu E" + 04:01.1 pci-ohci (USB)   (one group with
@@ -100,7 +103,7 @@ QEMU=(qemu-system-x86_64
     -device pci-testdev,bus=pcie.0,addr=05.0
     -device pcie-root-port,id=rp1,bus=pcie.0,addr=06.0,chassis=1
     -device edu,bus=rp1,addr=00.0,multifunction=on
-    -device ich9-intel-hda,id=hda,bus=rp1,addr=00.1
+    -device ich9-intel-hda,id=hda,bus=rp1,addr=00.1,multifunction=on
     -audiodev none,id=snd0 -device hda-output,bus=hda.0,audiodev=snd0
     -device pcie-root-port,id=rp2,bus=pcie.0,addr=07.0,chassis=2
     -device edu,bus=rp2,addr=00.0,multifunction=on

@@ -32,6 +32,8 @@ static const char *errname(int e)
 	case ERANGE: return "ERANGE";
 	case ENOSYS: return "ENOSYS";
 	case EOPNOTSUPP: return "EOPNOTSUPP";
+	case ENOTTY: return "ENOTTY";
+	case ETIMEDOUT: return "ETIMEDOUT";
 	default: return NULL;
 	}
 }

@@ -914,3 +914,4 @@ hp_t_noiommu_prepare() {
     expect_boot_state "after prepare without an IOMMU"
     expect_no_journal
 }
+

@@ -9,6 +9,9 @@ run_test hostprep.status_reports_mode hp_t_status 90
 run_test hostprep.shared_group_moves_sibling hp_t_shared_group 90
 run_test hostprep.mixed_split_both_ways hp_t_mixed_split 90
 run_test hostprep.bridge_group_skips_bridge hp_t_bridge_group 90
+run_test hostprep.reset_function_on_return ". /tests/reset.sh; hp_t_reset_function" 120
+run_test hostprep.reset_bus_on_return ". /tests/reset.sh; hp_t_reset_bus" 180
+run_test hostprep.reset_never_a_bus_with_a_nic ". /tests/reset.sh; hp_t_reset_never_nic_bus" 90
 run_test hostprep.nvswitch_round_trip ". /tests/nvswitch.sh; hp_t_nvswitch_round_trip" 120
 run_test hostprep.nvswitch_faults_roll_back ". /tests/nvswitch.sh; hp_t_nvswitch_faults" 240
 run_test hostprep.foreign_device_refused hp_t_foreign_refused

@@ -29,6 +29,7 @@ run_test mdev.mtty_create_remove t_mdev
 run_test kernel.differences t_kernel_differences 90
 run_test kernel.differences.device_lock t_kernel_differences_lock 60
 run_test kernel.differences.vfio_dev t_kernel_differences_vfio_dev 60
+run_test kernel.reset_facts ". /tests/reset.sh; t_reset_facts" 60
 
 if [ -x /usr/bin/hostprep ]; then
     . /tests/hostprep-tests.sh
