@@ -914,4 +914,3 @@ hp_t_noiommu_prepare() {
     expect_boot_state "after prepare without an IOMMU"
     expect_no_journal
 }
-
