@@ -213,6 +213,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   in.vgpuHost = readPlanVgpuHost(host, snap, *sel);
   in.vgpuConfigName = opt.vgpuConfigName;
   in.modes = c.modes;
+  in.resetOnReturn = opt.resetOnReturn;
   if (split.count(Mode::kVmVgpu)) {
     auto cfg = loadVgpuConfig(opt.vgpuConfigFile, opt.vgpuConfigName, host);
     if (!cfg) return failed(cfg.error());

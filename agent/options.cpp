@@ -36,6 +36,9 @@ const std::vector<Option>& optionTable() {
   static const std::vector<Option> table = {
       {"mode", Arg::kText, "container | vm-passthrough | vm-vgpu (required)"},
       {"dry-run", Arg::kNone, "print the plan and change nothing"},
+      {"no-reset", Arg::kNone,
+       "return functions from vfio to their host driver without resetting them (default: reset "
+       "each through the kernel, or its bus through its bridge when the bus is all the GPU's)"},
       {"force", Arg::kNone, "take groups with foreign devices and devices in use"},
       {"image", Arg::kNone,
        "judge --root as an image root: read its boot configuration, skip hardware checks"},
@@ -341,6 +344,7 @@ GPU that no devices rule matches, the rule's mode for the others (a mixed node),
                           std::string(kConfigPath) + ")"},
            {"dry-run"},
            {"force"},
+           {"no-reset"},
            {"devices"},
            {"gpu-ids"},
            {"host-driver", "the datacenter driver's module (its PCI drivers: the host drivers)",
@@ -368,6 +372,8 @@ Result<PrepareOptions> readPrepare(const po::variables_map& vm) {
   }
   o.dryRun = given(vm, "dry-run");
   o.force = given(vm, "force");
+  p.noReset = given(vm, "no-reset");
+  if (p.noReset) o.resetOnReturn = false;
   if (auto s = readSelection(vm, p.selection); !s) return s.error();
   p.selection.applyTo(o.selection);
   // prepare's --host-driver has a default: only a given one wins over the config's.
@@ -497,6 +503,7 @@ and mdev kernel event. SIGHUP reloads the config; SIGTERM exits 0 and unbinds no
            {"mode", "converge to this mode (overrides the config)"},
            {"reconcile"},
            {"once"},
+           {"no-reset"},
            {"lock-timeout"},
            {"unbind-timeout"}}};
 }
@@ -507,6 +514,7 @@ Result<AgentOptions> readAgent(const po::variables_map& vm) {
   if (auto s = readMode(vm, o.mode); !s) return s.error();
   o.reconcile = given(vm, "reconcile");
   o.once = given(vm, "once");
+  o.noReset = given(vm, "no-reset");
   if (auto s = readTimeouts(vm, o.lockTimeout, o.unbindTimeout); !s) return s.error();
   return o;
 }

@@ -58,6 +58,7 @@ struct PrepareOptions {
   SelectionOverrides selection;
   bool holderNodesGiven = false;
   bool vgpuConfigGiven = false;
+  bool noReset = false;  // --no-reset (wins over the config's reset-on-return)
 };
 Result<CommandLine<PrepareOptions>> parsePrepareOptions(const std::vector<std::string>& args);
 
@@ -88,6 +89,7 @@ struct AgentOptions {
   std::optional<Mode> mode;
   bool reconcile = false;
   bool once = false;
+  bool noReset = false;  // --no-reset: as reset-on-return: false
   std::chrono::milliseconds lockTimeout{30'000};
   std::chrono::milliseconds unbindTimeout{30'000};
 };
