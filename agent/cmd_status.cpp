@@ -27,6 +27,11 @@ void printText(Context& ctx, const StatusDocument& d) {
     if (dv.onWantedDriver == false) ctx.out << " (wants " << dv.wanted() << ")";
     ctx.out << "\n";
   }
+  // The entries themselves are long; the document carries them, ready for the KubeVirt CR.
+  if (!d.permitted.empty()) {
+    ctx.out << "  KubeVirt permittedHostDevices: " << d.permitted.pci.size() << " pci, "
+            << d.permitted.mediated.size() << " mediated (see --output json)\n";
+  }
 }
 
 }  // namespace

@@ -137,6 +137,24 @@ Result<StatusView> readStatus(const std::string& source, const json& o) {
       s.advertised.emplace_back(name, *c);
     }
   }
+  // The KubeVirt entries the host computed (agent/status.schema.json permittedHostDevices); an
+  // entry of the wrong shape is skipped, as a field of the wrong type reads as absent.
+  auto entries = [&](std::string_view list, std::string_view selectorKey, auto&& add) {
+    const json* l = at(o, {"permittedHostDevices", list});
+    if (!l || !l->is_array()) return;
+    for (const auto& e : *l) {
+      const json* name = at(e, {"resourceName"});
+      const json* sel = at(e, {selectorKey});
+      if (!name || !name->is_string() || !sel || !sel->is_string()) continue;
+      add(name->get<std::string>(), sel->get_ref<const std::string&>());
+    }
+  };
+  entries("pciHostDevices", "pciVendorSelector", [&](std::string name, const std::string& sel) {
+    if (auto id = parsePciId(sel)) s.permittedPci.emplace(std::move(name), *id);
+  });
+  entries("mediatedDevices", "mdevNameSelector", [&](std::string name, const std::string& sel) {
+    if (!sel.empty()) s.permittedMdev.emplace(std::move(name), sel);
+  });
   const json* devs = at(o, {"devices"});
   if (!devs || !devs->is_array()) return s;
   int gpus = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <set>
@@ -138,6 +139,70 @@ std::string promEscape(std::string_view s) {
   return out;
 }
 
+// The devices the sandbox plugin advertises for passthrough: it walks PCI functions in address
+// order, keeps vendor 10de bound to a vfio driver, and counts one device per IOMMU group under
+// the resource of the group's first such function (each device id's name looked up in pci.ids
+// once).
+struct PluginPassthrough {
+  const PciFunction* fn;  // the function the group's resource is named after
+  std::string resource;
+};
+std::vector<PluginPassthrough> pluginPassthrough(const Snapshot& s,
+                                                 std::optional<std::string_view> pciIds) {
+  std::vector<PluginPassthrough> out;
+  std::set<int> seenGroups;
+  std::map<uint16_t, std::string> resourceOf;
+  for (const auto& f : s.pci) {  // sorted by address, as the plugin's directory walk is
+    if (f.id.vendor != kNvidiaVendor || !isPluginVfioDriver(f.driver) || !f.iommuGroup) continue;
+    if (!seenGroups.insert(*f.iommuGroup).second) continue;
+    auto [resource, fresh] = resourceOf.try_emplace(f.id.device);
+    if (fresh) resource->second = passthroughResourceName(pciIds.value_or(""), f.id.device);
+    out.push_back({&f, resource->second});
+  }
+  return out;
+}
+
+std::map<std::string, int> advertisedFrom(const std::vector<PluginPassthrough>& passthrough,
+                                          const Snapshot& s, const VgpuHost& v,
+                                          const Selection& sel, std::string_view hostDriver) {
+  std::map<std::string, int> out;
+  for (const auto& p : passthrough) ++out[p.resource];
+  for (const auto& d : observedVgpus(v)) {
+    if (!d.typeName.empty()) ++out[vgpuResourceName(d.typeName)];
+  }
+  int gpus = 0;
+  for (const auto& t : sel.targets) {
+    const auto* f = s.find(t.bdf);
+    if (t.role == Role::kGpu && f && isDriverOfModule(s, f->driver.value_or(""), hostDriver) &&
+        !isVgpuHost(*f, v))
+      ++gpus;
+  }
+  if (gpus > 0) out[std::string(kContainerResource)] += gpus;
+  return out;
+}
+
+// KubeVirt's pciVendorSelector: "vendor_id:product_id", written upper-case as in its user guide
+// ("10DE:1EB8"; https://kubevirt.io/user-guide/compute/host-devices/).
+std::string vendorSelector(const PciId& id) {
+  std::string s = hex4(id.vendor) + ":" + hex4(id.device);
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+PermittedHostDevices permittedFrom(const std::vector<PluginPassthrough>& passthrough,
+                                   const std::vector<StatusVgpu>& vgpus) {
+  // By resource name: one entry each, sorted; the first device of the walk gives the selector.
+  std::map<std::string, std::string> pci, mediated;
+  for (const auto& p : passthrough) pci.try_emplace(p.resource, vendorSelector(p.fn->id));
+  for (const auto& vg : vgpus) {
+    if (!vg.device.typeName.empty()) mediated.try_emplace(vg.resource, vg.device.typeName);
+  }
+  PermittedHostDevices out;
+  for (auto& [resource, selector] : pci) out.pci.push_back({selector, resource});
+  for (auto& [resource, selector] : mediated) out.mediated.push_back({selector, resource});
+  return out;
+}
+
 }  // namespace
 
 std::string_view toString(ActualMode m) {
@@ -170,30 +235,7 @@ std::vector<ObservedVgpu> observedVgpus(const VgpuHost& v) {
 std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuHost& v,
                                                const Selection& sel, std::string_view hostDriver,
                                                std::optional<std::string_view> pciIds) {
-  std::map<std::string, int> out;
-  // Passthrough: one device per IOMMU group, named after the group's first vfio-bound function
-  // (each device id's name looked up in pci.ids once).
-  std::set<int> seenGroups;
-  std::map<uint16_t, std::string> resourceOf;
-  for (const auto& f : s.pci) {  // sorted by address, as the plugin's directory walk is
-    if (f.id.vendor != kNvidiaVendor || !isPluginVfioDriver(f.driver) || !f.iommuGroup) continue;
-    if (!seenGroups.insert(*f.iommuGroup).second) continue;
-    auto [resource, fresh] = resourceOf.try_emplace(f.id.device);
-    if (fresh) resource->second = passthroughResourceName(pciIds.value_or(""), f.id.device);
-    ++out[resource->second];
-  }
-  for (const auto& d : observedVgpus(v)) {
-    if (!d.typeName.empty()) ++out[vgpuResourceName(d.typeName)];
-  }
-  int gpus = 0;
-  for (const auto& t : sel.targets) {
-    const auto* f = s.find(t.bdf);
-    if (t.role == Role::kGpu && f && isDriverOfModule(s, f->driver.value_or(""), hostDriver) &&
-        !isVgpuHost(*f, v))
-      ++gpus;
-  }
-  if (gpus > 0) out[std::string(kContainerResource)] += gpus;
-  return out;
+  return advertisedFrom(pluginPassthrough(s, pciIds), s, v, sel, hostDriver);
 }
 
 ActualMode actualMode(const Snapshot& s, const VgpuHost& v, const Selection& sel,
@@ -296,9 +338,11 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
     d.vgpu.push_back({std::move(vg), std::move(resource)});
   }
 
-  // 2. Mode, advertised resources.
+  // 2. Mode, advertised resources, and what KubeVirt must permit of them.
   d.actualMode = actualMode(s, v, selection, in.selection.hostDriver);
-  d.advertised = advertisedResources(s, v, selection, in.selection.hostDriver, in.pciIds);
+  const auto passthrough = pluginPassthrough(s, in.pciIds);
+  d.advertised = advertisedFrom(passthrough, s, v, selection, in.selection.hostDriver);
+  d.permitted = permittedFrom(passthrough, d.vgpu);
 
   // 3. Converged: the desired mode is the actual one and the plan prepare would make is empty.
   bool gpus = !selection.gpus().empty();
@@ -480,6 +524,24 @@ nlohmann::ordered_json toJson(const StatusDocument& d) {
   }
   j["advertised"] = ojson::object();
   for (const auto& [name, count] : d.advertised) j["advertised"][name] = count;
+  // Shaped as the KubeVirt CR's spec.configuration.permittedHostDevices, to paste there; only the
+  // lists with entries (an empty list in a merge patch would clear the CR's), and only when any.
+  if (!d.permitted.empty()) {
+    auto list = [](const std::vector<PermittedDevice>& entries, const char* selectorKey) {
+      ojson out = ojson::array();
+      for (const auto& e : entries) {
+        out.push_back({{selectorKey, e.selector},
+                       {"resourceName", e.resourceName},
+                       {"externalResourceProvider", true}});
+      }
+      return out;
+    };
+    ojson p = ojson::object();
+    if (!d.permitted.pci.empty()) p["pciHostDevices"] = list(d.permitted.pci, "pciVendorSelector");
+    if (!d.permitted.mediated.empty())
+      p["mediatedDevices"] = list(d.permitted.mediated, "mdevNameSelector");
+    j["permittedHostDevices"] = std::move(p);
+  }
   j["drift"] = ojson::array();
   for (const auto* dv : d.drift()) {
     j["drift"].push_back({{"bdf", dv->fn->bdf.str()},

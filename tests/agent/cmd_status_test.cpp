@@ -185,3 +185,33 @@ TEST_CASE("status's PreflightPassed checks each mode of the config's split on it
   CHECK_THAT(c["message"].get<std::string>(),
              Catch::StartsWith("every mixed (container: 1, vm-passthrough: 4) check passed"));
 }
+
+// Issue 45, item 4: the KubeVirt entries are in the document, the file --write writes, and one
+// line of the text; a container node has none of them.
+TEST_CASE("status gives the KubeVirt permittedHostDevices entries: document, file, one line",
+          "[cli][status][kubevirt]") {
+  const nlohmann::json want = nlohmann::json::parse(R"({"pciHostDevices": [
+      {"pciVendorSelector": "10DE:2236", "resourceName": "nvidia.com/GA102GL_A10",
+       "externalResourceProvider": true}]})");
+  Fixture fx("status-passthrough-done");
+  auto r = runHostprep({"--root", fx.root().string(), "--output", "json", "status"});
+  REQUIRE(r.exitCode == 0);
+  CHECK(nlohmann::json::parse(r.out)["permittedHostDevices"] == want);
+
+  r = runHostprep({"--root", fx.root().string(), "status", "--write"});
+  REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.out, Catch::EndsWith("\n  KubeVirt permittedHostDevices: 1 pci, 0 mediated (see "
+                                    "--output json)\n"));
+  std::ifstream f(fx.path("run/hostprep/status.json"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  CHECK(nlohmann::json::parse(ss.str())["permittedHostDevices"] == want);
+
+  Fixture container("status-container");
+  r = runHostprep({"--root", container.root().string(), "status"});
+  REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.out, !Catch::Contains("permittedHostDevices"));
+  r = runHostprep({"--root", container.root().string(), "--output", "json", "status"});
+  REQUIRE(r.exitCode == 0);
+  CHECK_FALSE(nlohmann::json::parse(r.out).contains("permittedHostDevices"));
+}

@@ -3,12 +3,15 @@
 #include "drivers/status.hpp"
 
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "agent/config.hpp"
 #include "agent/status_writer.hpp"
+#include "tests/drivers/switch_rig.hpp"
 #include "tests/support/fixture.hpp"
 #include "tests/support/schema.hpp"
 
@@ -286,6 +289,26 @@ TEST_CASE("the schema validator rejects what the schema forbids", "[status][sche
   bad["extra"] = 1;
   CHECK(hostprep::test::validateSchema(sch, bad) ==
         std::vector<std::string>{"$.extra: not allowed by the schema"});
+  // The KubeVirt entries: upper-case VENDOR:DEVICE, only lists with entries, external always.
+  REQUIRE(j.contains("permittedHostDevices"));
+  bad = j;
+  bad["permittedHostDevices"]["pciHostDevices"][0]["pciVendorSelector"] = "10de:2236";
+  CHECK(hostprep::test::validateSchema(sch, bad).size() == 1);
+  bad = j;
+  bad["permittedHostDevices"]["pciHostDevices"][0]["externalResourceProvider"] = false;
+  CHECK(hostprep::test::validateSchema(sch, bad).size() == 1);
+  bad = j;
+  bad["permittedHostDevices"]["mediatedDevices"] = nlohmann::json::array();
+  CHECK(hostprep::test::validateSchema(sch, bad) ==
+        std::vector<std::string>{
+            "$.permittedHostDevices.mediatedDevices: has 0 item(s), fewer than 1"});
+  bad = j;
+  bad["permittedHostDevices"]["usb"] = nlohmann::json::array();
+  CHECK(hostprep::test::validateSchema(sch, bad).size() == 1);
+  // Optional: a document of an older version, without it, is still valid.
+  bad = j;
+  bad.erase("permittedHostDevices");
+  CHECK(hostprep::test::validateSchema(sch, bad) == std::vector<std::string>{});
 }
 
 TEST_CASE("the status lists mdev devices by UUID on any parent, then per-VF vGPUs by VF",
@@ -387,4 +410,140 @@ devices:
                      {"0000:43:00.0", "GA100 [A100 PCIe 80GB]"},
                      {"0000:44:00.0", "GA102GL [A10]"},
                      {"0000:45:00.0", "Not The A10"}});
+}
+
+// Issue 45, item 4: the document carries the KubeVirt CR's permittedHostDevices entries its
+// resources need, to paste into spec.configuration.permittedHostDevices.
+namespace {
+
+nlohmann::json permittedOf(const StatusDocument& d) {
+  auto j = nlohmann::json::parse(toJson(d).dump());
+  CHECK(hostprep::test::validateSchema(schema(), j) == std::vector<std::string>{});
+  return j.contains("permittedHostDevices") ? j["permittedHostDevices"] : nlohmann::json();
+}
+
+nlohmann::json pciEntry(const std::string& selector, const std::string& resource) {
+  return {{"pciVendorSelector", selector},
+          {"resourceName", resource},
+          {"externalResourceProvider", true}};
+}
+
+nlohmann::json mdevEntry(const std::string& selector, const std::string& resource) {
+  return {{"mdevNameSelector", selector},
+          {"resourceName", resource},
+          {"externalResourceProvider", true}};
+}
+
+}  // namespace
+
+TEST_CASE("status gives the KubeVirt permittedHostDevices entries of the node's resources",
+          "[status][kubevirt]") {
+  using hostprep::test::rig::VRig;
+  using json = nlohmann::json;
+  SECTION("passthrough: one pciHostDevices entry for the two A10s, named as advertised") {
+    Fixture fx("status-passthrough-done");
+    CHECK(permittedOf(observeScenario(fx)->doc) ==
+          json{{"pciHostDevices", {pciEntry("10DE:2236", "nvidia.com/GA102GL_A10")}}});
+  }
+  SECTION("drifted: the GPUs are still on vfio-pci, so still advertised and still listed") {
+    Fixture fx("status-drifted");
+    CHECK(permittedOf(observeScenario(fx)->doc) ==
+          json{{"pciHostDevices", {pciEntry("10DE:2236", "nvidia.com/GA102GL_A10")}}});
+  }
+  SECTION("container: nvidia.com/gpu needs no entry, and the section is absent") {
+    Fixture fx("status-container");
+    CHECK(permittedOf(observeScenario(fx)->doc).is_null());
+  }
+  SECTION("one A10 on vfio, one on nvidia, no pci.ids: the raw-id resource alone") {
+    Fixture fx("status-mixed");
+    CHECK(permittedOf(observeScenario(fx)->doc) ==
+          json{{"pciHostDevices", {pciEntry("10DE:2236", "nvidia.com/2236")}}});
+  }
+  SECTION("mdev vGPUs next to a passthrough GPU: both lists, the type name as the kernel has it") {
+    VRig r("vgpu-two-a10");
+    for (const char* b : {"0000:3b:00.0", "0000:3b:00.1"}) r.modes[*parseBdf(b)] = Mode::kVmVgpu;
+    for (const char* b : {"0000:86:00.0", "0000:86:00.1"})
+      r.modes[*parseBdf(b)] = Mode::kVmPassthrough;
+    r.apply(Mode::kVmVgpu);  // the default config: A10-12Q x 2 on 3b:00.0's VFs
+    REQUIRE(r.vgpus().size() == 2);
+    auto o = observeScenario(r.fx);
+    CHECK(o->doc.advertised ==
+          std::map<std::string, int>{{"nvidia.com/2236", 1}, {"nvidia.com/NVIDIA_A10-12Q", 2}});
+    CHECK(permittedOf(o->doc) ==
+          json{{"pciHostDevices", {pciEntry("10DE:2236", "nvidia.com/2236")}},
+               {"mediatedDevices", {mdevEntry("NVIDIA A10-12Q", "nvidia.com/NVIDIA_A10-12Q")}}});
+  }
+  SECTION("per-VF vGPUs (vGPU 17+): a mediatedDevices entry, one for the two of one type") {
+    VRig r("vgpu-h100-pervf");
+    r.apply(Mode::kVmVgpu);  // the default config: H100-40C x 2, one per VF
+    auto o = observeScenario(r.fx);
+    CHECK(permittedOf(o->doc) ==
+          json{{"mediatedDevices", {mdevEntry("NVIDIA H100-40C", "nvidia.com/NVIDIA_H100-40C")}}});
+  }
+  SECTION("two models and a companion in a group of its own: sorted by resource name") {
+    Fixture fx;
+    hostprep::test::expandHostYaml(fx.root(), R"(kernel: 6.1.0-test-amd64
+cmdline: intel_iommu=on
+modules: [nvidia, vfio_pci]
+devices:
+  - {bdf: "0000:41:00.0", id: "10de:2236", class: "030200", driver: vfio-pci, group: 1}
+  - {bdf: "0000:41:00.1", id: "10de:1aef", class: "040300", driver: vfio-pci, group: 9}
+  - {bdf: "0000:42:00.0", id: "10de:20b5", class: "030200", driver: vfio-pci, group: 2}
+  - {bdf: "0000:43:00.0", id: "10de:2236", class: "030200", driver: vfio-pci, group: 3}
+  - {bdf: "0000:44:00.0", id: "10de:2236", class: "030200", driver: nvidia, group: 4}
+)");
+    fx.write("usr/share/misc/pci.ids",
+             "10de  NVIDIA Corporation\n\t1aef  GA102 High Definition Audio Controller\n"
+             "\t20b5  GA100 [A100 PCIe 80GB]\n\t2236  GA102GL [A10]\n");
+    auto o = observeScenario(fx);
+    CHECK(o->doc.advertised ==
+          std::map<std::string, int>{{"nvidia.com/GA100_A100_PCIE_80GB", 1},
+                                     {"nvidia.com/GA102GL_A10", 2},
+                                     {"nvidia.com/GA102_HIGH_DEFINITION_AUDIO_CONTROLLER", 1},
+                                     {"nvidia.com/gpu", 1}});
+    CHECK(permittedOf(o->doc) ==
+          json{{"pciHostDevices",
+                {pciEntry("10DE:20B5", "nvidia.com/GA100_A100_PCIE_80GB"),
+                 pciEntry("10DE:2236", "nvidia.com/GA102GL_A10"),
+                 pciEntry("10DE:1AEF", "nvidia.com/GA102_HIGH_DEFINITION_AUDIO_CONTROLLER")}}});
+  }
+}
+
+TEST_CASE("on every captured real host, one KubeVirt entry per sandbox resource advertised",
+          "[status][kubevirt][real]") {
+  const auto real = std::filesystem::path(HOSTPREP_FIXTURES_DIR) / "real";
+  int hosts = 0, withEntries = 0;
+  for (const auto& dir : std::filesystem::directory_iterator(real)) {
+    if (!dir.is_directory()) continue;
+    const std::string name = dir.path().filename().string();
+    INFO(name);
+    ++hosts;
+    Fixture fx("real/" + name);
+    auto o = observeScenario(fx);
+    const auto p = permittedOf(o->doc);
+    std::set<std::string> sandbox, listed;
+    for (const auto& [resource, n] : o->doc.advertised) {
+      if (resource != "nvidia.com/gpu") sandbox.insert(resource);
+    }
+    for (const char* list : {"pciHostDevices", "mediatedDevices"}) {
+      if (p.is_null() || !p.contains(list)) continue;
+      for (const auto& e : p[list]) CHECK(listed.insert(e["resourceName"]).second);
+    }
+    CHECK(listed == sandbox);
+    // Each PCI selector is the id of a vfio-bound function of the host.
+    for (const auto& e : p.is_null() || !p.contains("pciHostDevices") ? nlohmann::json::array()
+                                                                      : p["pciHostDevices"]) {
+      bool found = false;
+      for (const auto& f : o->snapshot.pci) {
+        std::string id = toString(f.id);
+        for (char& c : id) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        found = found || (id == e["pciVendorSelector"] && f.driver &&
+                          f.driver->find("vfio") != std::string::npos);
+      }
+      CHECK(found);
+    }
+    if (!listed.empty()) ++withEntries;
+  }
+  CHECK(hosts >= 9);
+  CHECK(withEntries >= 1);
 }
