@@ -104,6 +104,19 @@ struct PersistOptions {
 };
 Result<CommandLine<PersistOptions>> parsePersistOptions(const std::vector<std::string>& args);
 
+// ---- recover ----
+struct RecoverOptions {
+  std::optional<Mode> mode;  // the driver to bind afterwards; unset: the config's mode, else none
+  bool dryRun = false;
+  bool force = false;
+  bool noReset = false;  // for the bind afterwards (prepare's --no-reset)
+  ConfigFile config;
+  SelectionOverrides selection;  // --devices (required), --gpu-ids, --host-driver(-provider)
+  std::chrono::milliseconds lockTimeout{30'000};
+  std::chrono::milliseconds unbindTimeout{30'000};
+};
+Result<CommandLine<RecoverOptions>> parseRecoverOptions(const std::vector<std::string>& args);
+
 // ---- check-node: cluster documents in, findings out. "-" names standard input (at most once).
 struct CheckNodeOptions {
   std::vector<std::string> nodes;  // Node / NodeList documents

@@ -209,7 +209,7 @@ devices:
   }
 }
 
-TEST_CASE("prepare --dry-run shows the resets; --no-reset and the config drop them",
+TEST_CASE("prepare --dry-run shows the resets, which --no-reset and the config drop",
           "[reset][cli]") {
   test::Fixture fx("return-from-vm");
   auto kinds = [](const std::string& out) {
