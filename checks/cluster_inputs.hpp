@@ -42,6 +42,11 @@ struct StatusView {
   std::vector<uint16_t> gpuDeviceIds;              // NVIDIA device ids of those GPUs
   std::map<std::string, uint16_t> resourceDevice;  // from a device's "resource" field
   std::vector<Bdf> vfioDevices;  // the devices on vfio-pci (or nvgrace_gpu_vfio_pci)
+  // Devices that no longer answer ("responsive": false), "BDF" or "BDF (D3cold)", and the message
+  // of a DevicesResponsive condition that is False.
+  std::vector<std::string> unresponsive;
+  std::vector<Bdf> unresponsiveBdfs;
+  std::optional<std::string> notResponding;
 };
 
 // The status documents, and which one belongs to a node (the first for that node).
