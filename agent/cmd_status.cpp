@@ -25,6 +25,8 @@ void printText(Context& ctx, const StatusDocument& d) {
             << " " << dv.name.value_or(className(dv.fn->classCode)) << ": "
             << dv.fn->driver.value_or("no driver");
     if (dv.onWantedDriver == false) ctx.out << " (wants " << dv.wanted() << ")";
+    if (dv.fn->responsive == false)
+      ctx.out << " (does not answer" << (dv.fn->powerState ? ", " + *dv.fn->powerState : "") << ")";
     ctx.out << "\n";
   }
   // The entries themselves are long; the document carries them, ready for the KubeVirt CR.

@@ -155,6 +155,18 @@ Result<StatusView> readStatus(const std::string& source, const json& o) {
   entries("mediatedDevices", "mdevNameSelector", [&](std::string name, const std::string& sel) {
     if (!sel.empty()) s.permittedMdev.emplace(std::move(name), sel);
   });
+  if (const json* cs = at(o, {"conditions"}); cs && cs->is_array()) {
+    for (const auto& c : *cs) {
+      const json* type = at(c, {"type"});
+      const json* status = at(c, {"status"});
+      if (!type || !status ||
+          scalarText(*type) != std::optional<std::string>("DevicesResponsive") ||
+          scalarText(*status) != std::optional<std::string>("False"))
+        continue;
+      const json* m = at(c, {"message"});
+      s.notResponding = m && m->is_string() ? m->get<std::string>() : std::string();
+    }
+  }
   const json* devs = at(o, {"devices"});
   if (!devs || !devs->is_array()) return s;
   int gpus = 0;
@@ -178,6 +190,16 @@ Result<StatusView> readStatus(const std::string& source, const json& o) {
     if (bdf && bdf->is_string() && driver && driver->is_string() &&
         isVfioDriver(driver->get_ref<const std::string&>())) {
       if (auto b = parseBdf(bdf->get_ref<const std::string&>())) s.vfioDevices.push_back(*b);
+    }
+    if (const json* r = at(dev, {"responsive"});
+        r && r->is_boolean() && !r->get<bool>() && bdf && bdf->is_string()) {
+      if (auto b = parseBdf(bdf->get_ref<const std::string&>())) {
+        const json* ps = at(dev, {"powerState"});
+        s.unresponsiveBdfs.push_back(*b);
+        s.unresponsive.push_back(b->str() + (ps && ps->is_string()
+                                                 ? " (" + ps->get<std::string>() + ")"
+                                                 : std::string()));
+      }
     }
   }
   s.gpus = gpus;

@@ -46,6 +46,11 @@ struct StatusView {
   // name: the selectors the host itself saw, preferred to any guess from the resource name.
   std::map<std::string, PciId> permittedPci;         // pciHostDevices: pciVendorSelector
   std::map<std::string, std::string> permittedMdev;  // mediatedDevices: mdevNameSelector
+  // Devices that no longer answer ("responsive": false), "BDF" or "BDF (D3cold)", and the message
+  // of a DevicesResponsive condition that is False.
+  std::vector<std::string> unresponsive;
+  std::vector<Bdf> unresponsiveBdfs;
+  std::optional<std::string> notResponding;
 };
 
 // The status documents, and which one belongs to a node (the first for that node).

@@ -203,6 +203,36 @@ PermittedHostDevices permittedFrom(const std::vector<PluginPassthrough>& passthr
   return out;
 }
 
+// DevicesResponsive: does every listed device still answer? A function whose config space reads
+// 0xffff (PciFunction::responsive) was left so by a VM, fell off the bus or sits in D3cold without
+// power: no driver can use it until it is reset, removed and rescanned, or the host reboots.
+Condition responsiveCondition(const StatusInputs& in, const std::vector<StatusDevice>& devices) {
+  std::vector<std::string> silent, bdfs;
+  size_t known = 0;
+  for (const auto& dv : devices) {
+    const PciFunction& f = *dv.fn;
+    if (!f.responsive) continue;
+    ++known;
+    if (*f.responsive) continue;
+    bdfs.push_back(f.bdf.str());
+    silent.push_back(f.bdf.str() + (f.powerState ? " (" + *f.powerState + ")" : ""));
+  }
+  if (!silent.empty()) {
+    return makeCondition(in, "DevicesResponsive", ConditionStatus::kFalse, "DevicesNotAnswering",
+                         join(silent, ", ") + (silent.size() == 1 ? " does" : " do") +
+                             " not answer (config space reads 0xffff): run 'hostprep recover "
+                             "--devices " +
+                             join(bdfs, ",") + "', else reboot the host");
+  }
+  if (known == 0 && !devices.empty()) {
+    return makeCondition(in, "DevicesResponsive", ConditionStatus::kUnknown, "ConfigUnreadable",
+                         "no selected device's config space could be read");
+  }
+  return makeCondition(in, "DevicesResponsive", ConditionStatus::kTrue, "DevicesAnswer",
+                       devices.empty() ? std::string("no selected device")
+                                       : std::to_string(known) + " device(s) answer");
+}
+
 }  // namespace
 
 std::string_view toString(ActualMode m) {
@@ -453,6 +483,7 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
     d.conditions.push_back(makeCondition(in, "GroupsViable", ConditionStatus::kFalse,
                                          "DeviceOnHostDriver", join(bad, "; ")));
   }
+  d.conditions.push_back(responsiveCondition(in, d.devices));
   return d;
 }
 
@@ -510,6 +541,13 @@ nlohmann::ordered_json toJson(const StatusDocument& d) {
     if (f.unbindPending) e["unbindPending"] = true;
     // Only where the kernel made a VFIO device file for it (Linux 6.6+, on a VFIO driver).
     if (f.vfioDevice) e["vfioDevice"] = "/dev/vfio/devices/" + *f.vfioDevice;
+    // Only for a device that no longer answers, with the power state the kernel shows for it
+    // (D3cold: its power is off; D0: it fell off the bus). The others answer, in D0 or, idle on
+    // vfio-pci, D3hot: nothing to act on.
+    if (f.responsive == false) {
+      e["responsive"] = false;
+      if (f.powerState) e["powerState"] = *f.powerState;
+    }
     j["devices"].push_back(std::move(e));
   }
   j["vgpuDevices"] = ojson::array();
@@ -560,6 +598,11 @@ std::string nfdFeatures(const StatusDocument& d) {
   out += p + "actual-mode=" + std::string(toString(d.actualMode)) + "\n";
   if (d.desiredMode) out += p + "desired-mode=" + d.desiredSummary() + "\n";
   out += p + "converged=" + (d.converged ? "true" : "false") + "\n";
+  // false while a selected device does not answer (DevicesResponsive); absent when unknown.
+  if (const Condition* c = d.condition("DevicesResponsive");
+      c && c->status != ConditionStatus::kUnknown)
+    out +=
+        p + "devices-responsive=" + (c->status == ConditionStatus::kTrue ? "true" : "false") + "\n";
   // The declared split, for the cluster side (check-node) to check the node against.
   for (const auto& [m, n] : d.desiredSplit)
     out += p + "gpus." + std::string(toString(m)) + "=" + std::to_string(n) + "\n";
@@ -600,6 +643,20 @@ std::string prometheusText(const StatusDocument& d) {
                                                           : "-1";
     o += "hostprep_condition{type=\"" + promEscape(c.type) + "\"} " + v + "\n";
     last = std::max(last, c.lastTransitionTime);
+  }
+  // The devices that do not answer, one series each (none while all answer: the condition
+  // DevicesResponsive is the gauge to alert on).
+  bool header = false;
+  for (const auto& dv : d.devices) {
+    if (dv.fn->responsive != false) continue;
+    if (!header) {
+      o += "# HELP hostprep_device_unresponsive A selected device whose config space reads 0xffff, "
+           "with its power state.\n";
+      o += "# TYPE hostprep_device_unresponsive gauge\n";
+      header = true;
+    }
+    o += "hostprep_device_unresponsive{bdf=\"" + dv.fn->bdf.str() + "\",power_state=\"" +
+         promEscape(dv.fn->powerState.value_or("")) + "\"} 1\n";
   }
   o += "# HELP hostprep_last_transition_timestamp_seconds When a condition last changed.\n";
   o += "# TYPE hostprep_last_transition_timestamp_seconds gauge\n";

@@ -36,7 +36,7 @@ std::string_view toString(ConditionStatus s);  // "True" | "False" | "Unknown"
 // Kubernetes-style condition.
 struct Condition {
   std::string type;  // PreflightPassed, DevicesOnWantedDriver, GroupsViable, HostDriverProvided,
-                     // SingleOwner
+                     // SingleOwner, DevicesResponsive
   ConditionStatus status = ConditionStatus::kUnknown;
   std::string reason;  // CamelCase
   std::string message;

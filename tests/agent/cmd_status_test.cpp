@@ -44,6 +44,21 @@ TEST_CASE("status prints the document and writes it only with --write", "[cli][s
   CHECK(w["converged"] == false);
 }
 
+TEST_CASE("status names a device that no longer answers, and what to run", "[cli][status][reset]") {
+  Fixture fx("status-passthrough-done");
+  fx.write("sys/devices/pci0000:86/0000:86:00.0/config", std::string(64, '\xff'));
+  fx.write("sys/devices/pci0000:86/0000:86:00.0/power_state", "D3cold\n");
+  auto r = runHostprep({"--root", fx.root().string(), "status"});
+  REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.out, Catch::Contains("\n  DevicesResponsive=False (DevicesNotAnswering): "
+                                    "0000:86:00.0 (D3cold) does not answer (config space reads "
+                                    "0xffff): run 'hostprep recover --devices 0000:86:00.0', else "
+                                    "reboot the host\n"));
+  CHECK_THAT(r.out, Catch::Contains("\n  0000:86:00.0 gpu 10de:2236 GA102GL [A10]: vfio-pci (does "
+                                    "not answer, D3cold)\n"));
+  CHECK_THAT(r.out, Catch::Contains("\n  0000:3b:00.0 gpu 10de:2236 GA102GL [A10]: vfio-pci\n"));
+}
+
 TEST_CASE("status --pci-ids names devices from another file", "[cli][status]") {
   Fixture fx("status-mixed");
   fx.write("elsewhere/pci.ids", "10de  NVIDIA\n\t2236  GA102GL [A10]\n");

@@ -136,6 +136,58 @@ TEST_CASE("a group is not viable while a bridge in it is on a driver other than 
   CHECK(c->message == "IOMMU group 30: 0000:00:1f.0 on lpc_ich");
 }
 
+TEST_CASE("a device that no longer answers: responsive false, its power state, DevicesResponsive",
+          "[status][reset]") {
+  Fixture fx("status-passthrough-done");
+  {
+    auto o = observeScenario(fx);
+    const auto* c = o->doc.condition("DevicesResponsive");
+    REQUIRE(c);
+    CHECK(c->status == ConditionStatus::kTrue);
+    CHECK(c->message == "4 device(s) answer");
+    // Devices that answer carry neither field: the documents of healthy nodes stay as they were.
+    for (const auto& dev : toJson(o->doc)["devices"]) {
+      CHECK_FALSE(dev.contains("responsive"));
+      CHECK_FALSE(dev.contains("powerState"));
+    }
+    CHECK_THAT(nfdFeatures(o->doc), Catch::Contains("hostprep.devices-responsive=true\n"));
+    CHECK_THAT(prometheusText(o->doc), !Catch::Contains("hostprep_device_unresponsive"));
+  }
+  // The GPU at 86:00.0 reads all ones, its power cut; 3b:00.0 answers in D0.
+  fx.write("sys/devices/pci0000:86/0000:86:00.0/config", std::string(64, '\xff'));
+  fx.write("sys/devices/pci0000:86/0000:86:00.0/power_state", "D3cold\n");
+  fx.write("sys/devices/pci0000:3b/0000:3b:00.0/power_state", "D0\n");
+  auto o = observeScenario(fx);
+  const auto& d = o->doc;
+  const auto* c = d.condition("DevicesResponsive");
+  REQUIRE(c);
+  CHECK(c->status == ConditionStatus::kFalse);
+  CHECK(c->reason == "DevicesNotAnswering");
+  CHECK(c->message ==
+        "0000:86:00.0 (D3cold) does not answer (config space reads 0xffff): run 'hostprep recover "
+        "--devices 0000:86:00.0', else reboot the host");
+  const auto j = toJson(d);
+  for (const auto& dev : j["devices"]) {
+    INFO(dev["bdf"]);
+    if (dev["bdf"] == "0000:86:00.0") {
+      CHECK(dev["responsive"] == false);
+      CHECK(dev["powerState"] == "D3cold");
+    } else {
+      CHECK_FALSE(dev.contains("responsive"));
+      CHECK_FALSE(dev.contains("powerState"));  // 3b:00.0 shows D0, but answers
+    }
+  }
+  CHECK(hostprep::test::validateSchema(schema(), nlohmann::json::parse(j.dump())) ==
+        std::vector<std::string>{});
+  CHECK_THAT(nfdFeatures(d), Catch::Contains("hostprep.devices-responsive=false\n"));
+  const std::string prom = prometheusText(d);
+  CHECK_THAT(prom, Catch::Contains("hostprep_condition{type=\"DevicesResponsive\"} 0\n"));
+  CHECK_THAT(prom,
+             Catch::Contains(
+                 "hostprep_device_unresponsive{bdf=\"0000:86:00.0\",power_state=\"D3cold\"} 1\n"));
+  CHECK_THAT(prom, !Catch::Contains("bdf=\"0000:3b:00.0\""));
+}
+
 TEST_CASE("a condition keeps its lastTransitionTime until its status changes", "[status]") {
   Fixture fx("status-drifted");
   RootHost host(fx.root());
@@ -237,6 +289,7 @@ TEST_CASE("NFD features and the Prometheus textfile", "[status]") {
         "hostprep.actual-mode=vm-passthrough\n"
         "hostprep.desired-mode=vm-passthrough\n"
         "hostprep.converged=true\n"
+        "hostprep.devices-responsive=true\n"
         "hostprep.gpus.vm-passthrough=2\n");
   const std::string prom = prometheusText(o->doc);
   CHECK_THAT(prom, Catch::Contains("hostprep_devices{driver=\"vfio-pci\"} 4\n"));
@@ -362,6 +415,7 @@ TEST_CASE(
         "hostprep.actual-mode=mixed\n"
         "hostprep.desired-mode=mixed\n"
         "hostprep.converged=true\n"
+        "hostprep.devices-responsive=true\n"
         "hostprep.gpus.container=1\n"
         "hostprep.gpus.vm-passthrough=1\n");
   const std::string prom = prometheusText(o->doc);
