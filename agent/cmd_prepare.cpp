@@ -48,6 +48,11 @@ json planJson(const Plan& plan, bool dryRun) {
     if (mv.awaitsDriver) j["devices"].back()["awaits_driver"] = true;
   }
   if (auto w = waitingText(plan)) j["waiting"] = *w;
+  if (!plan.notReset.empty()) {
+    j["not_reset"] = json::array();
+    for (const auto& [bdf, why] : plan.notReset)
+      j["not_reset"].push_back({{"bdf", bdf.str()}, {"why", why}});
+  }
   j["steps"] = json::array();
   for (const auto& st : plan.steps) {
     j["steps"].push_back({{"kind", std::string(toString(st.kind))},
@@ -86,6 +91,14 @@ json planJson(const Plan& plan, bool dryRun) {
   return j;
 }
 
+// Functions that go back from vfio without a reset, and why (drivers/reset.hpp).
+void printNotReset(Context& ctx, const Plan& plan, std::string_view indent) {
+  for (const auto& [bdf, why] : plan.notReset) {
+    ctx.out << indent << "note: " << bdf.str() << " returns from vfio without a reset (" << why
+            << ")\n";
+  }
+}
+
 void printPlan(Context& ctx, const Snapshot& s, const Plan& plan) {
   ctx.out << "plan for " << modeText(plan) << ": " << plan.moves.size() << " device(s), "
           << plan.steps.size() << " step(s)\n";
@@ -106,6 +119,7 @@ void printPlan(Context& ctx, const Snapshot& s, const Plan& plan) {
     ctx.out << "  " << (i + 1) << ". " << plan.steps[i].describe() << "\n";
   }
   if (auto w = waitingText(plan)) ctx.out << "  " << *w << "\n";
+  printNotReset(ctx, plan, "  ");
 }
 
 #ifdef HOSTPREP_TEST_HOOKS
@@ -138,6 +152,7 @@ Status applyConfig(const Host& host, const PrepareOptions& p, ConvergeOptions& c
   co.selection = cfg->selection;
   p.selection.applyTo(co.selection);
   if (!p.holderNodesGiven) co.holderNodes = cfg->holderNodes;
+  if (!p.noReset) co.resetOnReturn = cfg->resetOnReturn;
   if (!p.vgpuConfigGiven) {
     co.vgpuConfigFile = cfg->vgpuConfigFile;
     co.vgpuConfigName = cfg->vgpuConfigName;
@@ -206,6 +221,7 @@ int cmdPrepare(Context& ctx, const std::vector<std::string>& args) {
     ctx.out << "done: " << plan.moves.size() << " device(s) " << inModes(plan.split(), plan.mode)
             << ", " << c.stepsRun << " step(s) in " << c.seconds << " s\n";
     if (auto w = waitingText(plan)) ctx.out << *w << "\n";
+    printNotReset(ctx, plan, "");
   }
   return 0;
 }

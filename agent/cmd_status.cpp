@@ -25,7 +25,14 @@ void printText(Context& ctx, const StatusDocument& d) {
             << " " << dv.name.value_or(className(dv.fn->classCode)) << ": "
             << dv.fn->driver.value_or("no driver");
     if (dv.onWantedDriver == false) ctx.out << " (wants " << dv.wanted() << ")";
+    if (dv.fn->responsive == false)
+      ctx.out << " (does not answer" << (dv.fn->powerState ? ", " + *dv.fn->powerState : "") << ")";
     ctx.out << "\n";
+  }
+  // The entries themselves are long; the document carries them, ready for the KubeVirt CR.
+  if (!d.permitted.empty()) {
+    ctx.out << "  KubeVirt permittedHostDevices: " << d.permitted.pci.size() << " pci, "
+            << d.permitted.mediated.size() << " mediated (see --output json)\n";
   }
 }
 

@@ -36,6 +36,7 @@ std::optional<Mode> configuredPreflightMode(const Context& ctx);
 int cmdStatus(Context& ctx, const std::vector<std::string>& args);
 int cmdAgent(Context& ctx, const std::vector<std::string>& args);
 int cmdPersist(Context& ctx, const std::vector<std::string>& args);
+int cmdRecover(Context& ctx, const std::vector<std::string>& args);
 int cmdCheckNode(Context& ctx, const std::vector<std::string>& args);
 
 // check-node's line in the usage, and the executable that runs it (agent/main_check_node.cpp).

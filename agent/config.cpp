@@ -153,10 +153,11 @@ Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r, AgentConf
   if (!root || root.IsNull()) return c;
   if (!root.IsMap())
     return r.bad("(top level)", "must be a mapping of keys", "see systemd/config.yaml");
-  if (auto e = r.mapping(root, "",
-                         {"mode", "devices", "selection", "host-driver", "host-driver-provider",
-                          "holder-nodes", "vgpu", "status", "reconcile", "cc-mode"},
-                         "")) {
+  if (auto e =
+          r.mapping(root, "",
+                    {"mode", "devices", "selection", "host-driver", "host-driver-provider",
+                     "holder-nodes", "vgpu", "status", "reconcile", "cc-mode", "reset-on-return"},
+                    "")) {
     return *e;
   }
   if (auto e = r.value(root, "mode", c.mode, parseModeValue)) return *e;
@@ -202,6 +203,11 @@ Result<AgentConfig> parseRoot(const YAML::Node& root, const Reader& r, AgentConf
     auto b = r.boolean(n, "reconcile");
     if (!b) return b.error();
     c.reconcile = *b;
+  }
+  if (auto n = root["reset-on-return"]) {
+    auto b = r.boolean(n, "reset-on-return");
+    if (!b) return b.error();
+    c.resetOnReturn = *b;
   }
   return c;
 }

@@ -51,6 +51,7 @@ struct AgentConfig {
   std::string nfdFeaturesPath;  // empty: not written
   std::string prometheusPath;   // empty: not written
   bool reconcile = false;
+  bool resetOnReturn = true;  // reset-on-return: reset functions leaving vfio (drivers/reset.hpp)
   CcMode ccMode = CcMode::kOff;  // confidential computing asked for (preflight's gpu.cc)
 
   // The holder-nodes glob in effect.

@@ -14,6 +14,7 @@
 #include "drivers/operator_driver.hpp"
 #include "drivers/parsers.hpp"
 #include "drivers/platform.hpp"
+#include "drivers/recover.hpp"
 #include "drivers/status.hpp"
 #include "drivers/text.hpp"
 
@@ -136,6 +137,10 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
       c.recovered = **rec;
       spdlog::warn("rolled back an interrupted run: {} device(s) restored", **rec);
     }
+    // A recover killed between removing functions and rescanning their bus.
+    auto rescan = resolveInterruptedRescan(host);
+    if (!rescan) return failed(rescan.error());
+    if (*rescan) spdlog::warn("rescanned the PCI bus an interrupted recover left removed");
   }
 
   clock.lap("lock and journal");
@@ -213,6 +218,7 @@ Convergence converge(Kernel& k, const ConvergeOptions& opt) {
   in.vgpuHost = readPlanVgpuHost(host, snap, *sel);
   in.vgpuConfigName = opt.vgpuConfigName;
   in.modes = c.modes;
+  in.resetOnReturn = opt.resetOnReturn;
   if (split.count(Mode::kVmVgpu)) {
     auto cfg = loadVgpuConfig(opt.vgpuConfigFile, opt.vgpuConfigName, host);
     if (!cfg) return failed(cfg.error());

@@ -41,6 +41,9 @@ struct ConvergeOptions {
   // in it; no file means the embedded defaults (the half-card profile x2 per GPU).
   std::string vgpuConfigFile;
   std::string vgpuConfigName{kDefaultVgpuConfigName};
+  // Reset a function leaving vfio for a host driver (drivers/reset.hpp); --no-reset,
+  // `reset-on-return: false` turn it off.
+  bool resetOnReturn = true;
   // Called once per device as it moves (not in dry runs).
   std::function<void(const DeviceMove&, const Status&)> onDevice;
   // Test hook, see ApplyOptions::afterStep.

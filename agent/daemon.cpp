@@ -146,6 +146,7 @@ Status Agent::convergeNow() {
   co.selection = config_.selection;
   co.lockTimeout = opt_.lockTimeout;
   co.unbindTimeout = opt_.unbindTimeout;
+  co.resetOnReturn = config_.resetOnReturn && !opt_.noReset;
   co.holderNodes = config_.holderGlob();
   // The vGPU config file is a host path (under --root).
   co.vgpuConfigFile = config_.vgpuConfigFile;

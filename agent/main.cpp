@@ -20,6 +20,8 @@ constexpr hostprep::Command kCommands[] = {
      hostprep::cmdAgent},
     {"persist", "keep passthrough GPUs away from the host driver from the first boot stage",
      hostprep::cmdPersist},
+    {"recover", "bring back GPUs that no longer answer: reset, bus reset, remove and rescan",
+     hostprep::cmdRecover},
     {"check-node", hostprep::kCheckNodeSummary, nullptr, hostprep::kCheckNodeProgram},
 };
 

@@ -36,6 +36,9 @@ const std::vector<Option>& optionTable() {
   static const std::vector<Option> table = {
       {"mode", Arg::kText, "container | vm-passthrough | vm-vgpu (required)"},
       {"dry-run", Arg::kNone, "print the plan and change nothing"},
+      {"no-reset", Arg::kNone,
+       "return functions from vfio to their host driver without resetting them (default: reset "
+       "each through the kernel, or its bus through its bridge when the bus is all the GPU's)"},
       {"force", Arg::kNone, "take groups with foreign devices and devices in use"},
       {"image", Arg::kNone,
        "judge --root as an image root: read its boot configuration, skip hardware checks"},
@@ -341,6 +344,7 @@ GPU that no devices rule matches, the rule's mode for the others (a mixed node),
                           std::string(kConfigPath) + ")"},
            {"dry-run"},
            {"force"},
+           {"no-reset"},
            {"devices"},
            {"gpu-ids"},
            {"host-driver", "the datacenter driver's module (its PCI drivers: the host drivers)",
@@ -368,6 +372,8 @@ Result<PrepareOptions> readPrepare(const po::variables_map& vm) {
   }
   o.dryRun = given(vm, "dry-run");
   o.force = given(vm, "force");
+  p.noReset = given(vm, "no-reset");
+  if (p.noReset) o.resetOnReturn = false;
   if (auto s = readSelection(vm, p.selection); !s) return s.error();
   p.selection.applyTo(o.selection);
   // prepare's --host-driver has a default: only a given one wins over the config's.
@@ -497,6 +503,7 @@ and mdev kernel event. SIGHUP reloads the config; SIGTERM exits 0 and unbinds no
            {"mode", "converge to this mode (overrides the config)"},
            {"reconcile"},
            {"once"},
+           {"no-reset"},
            {"lock-timeout"},
            {"unbind-timeout"}}};
 }
@@ -507,6 +514,7 @@ Result<AgentOptions> readAgent(const po::variables_map& vm) {
   if (auto s = readMode(vm, o.mode); !s) return s.error();
   o.reconcile = given(vm, "reconcile");
   o.once = given(vm, "once");
+  o.noReset = given(vm, "no-reset");
   if (auto s = readTimeouts(vm, o.lockTimeout, o.unbindTimeout); !s) return s.error();
   return o;
 }
@@ -540,6 +548,52 @@ Result<PersistOptions> readPersist(const po::variables_map& vm) {
   o.dryRun = given(vm, "dry-run");
   if (auto s = readConfig(vm, o.config); !s) return s.error();
   if (auto s = readSelection(vm, o.selection); !s) return s.error();
+  return o;
+}
+
+CommandSpec recoverSpec() {
+  return {"recover",
+          R"(usage: hostprep recover --devices BDF[,...] [--mode M] [--dry-run] [options]
+
+Brings back GPUs whose functions no longer answer (config space reads 0xffff: after a VM, in
+D3cold, fallen off the bus) or sit without a driver. Unbinds what is bound, then tries, until
+every function of the GPUs' slots answers: each function's reset; a reset of their bus through
+its bridge (only when the bus is the GPUs' alone); removing the functions and rescanning the
+bus. Then moves them to the mode's driver as prepare does (--mode, else the config's mode).
+)",
+          {{"devices", "the GPUs to recover, BDF,... on one bus (their slots' functions follow)"},
+           {"mode",
+            "container | vm-passthrough | vm-vgpu: the driver to bind once they answer (default: "
+            "the config's mode; none: left on the driver the kernel gives them)"},
+           {"dry-run", "print what would be tried and change nothing"},
+           {"force", "recover a GPU whose IOMMU group holds the root filesystem's disk"},
+           {"no-reset"},
+           {"config"},
+           {"gpu-ids"},
+           {"host-driver", "the datacenter driver's module (its PCI drivers: the host drivers)",
+            SelectionOptions{}.hostDriver},
+           {"host-driver-provider"},
+           {"lock-timeout"},
+           {"unbind-timeout"}},
+          "\nExit codes: 0 every function answers and is on its driver, 1 still silent after "
+          "every rung (reboot the host) or the bind failed, 2 usage error, 3 refused (a process "
+          "holds the GPU, its group holds the root disk).\n"};
+}
+
+Result<RecoverOptions> readRecover(const po::variables_map& vm) {
+  RecoverOptions o;
+  if (auto s = readMode(vm, o.mode); !s) return s.error();
+  o.dryRun = given(vm, "dry-run");
+  o.force = given(vm, "force");
+  o.noReset = given(vm, "no-reset");
+  if (auto s = readConfig(vm, o.config); !s) return s.error();
+  if (auto s = readSelection(vm, o.selection); !s) return s.error();
+  if (vm.count("host-driver") && vm["host-driver"].defaulted()) o.selection.hostDriver.reset();
+  if (!o.selection.devices || o.selection.devices->empty()) {
+    return usageError("recover: --devices is required",
+                      "name the GPUs to bring back: --devices 0000:3b:00.0");
+  }
+  if (auto s = readTimeouts(vm, o.lockTimeout, o.unbindTimeout); !s) return s.error();
   return o;
 }
 
@@ -680,6 +734,10 @@ Result<CommandLine<AgentOptions>> parseAgentOptions(const std::vector<std::strin
 
 Result<CommandLine<PersistOptions>> parsePersistOptions(const std::vector<std::string>& args) {
   return parseCommand<PersistOptions>(args, persistSpec(), readPersist);
+}
+
+Result<CommandLine<RecoverOptions>> parseRecoverOptions(const std::vector<std::string>& args) {
+  return parseCommand<RecoverOptions>(args, recoverSpec(), readRecover);
 }
 
 Result<CommandLine<CheckNodeOptions>> parseCheckNodeOptions(const std::vector<std::string>& args) {

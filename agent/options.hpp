@@ -58,6 +58,7 @@ struct PrepareOptions {
   SelectionOverrides selection;
   bool holderNodesGiven = false;
   bool vgpuConfigGiven = false;
+  bool noReset = false;  // --no-reset (wins over the config's reset-on-return)
 };
 Result<CommandLine<PrepareOptions>> parsePrepareOptions(const std::vector<std::string>& args);
 
@@ -88,6 +89,7 @@ struct AgentOptions {
   std::optional<Mode> mode;
   bool reconcile = false;
   bool once = false;
+  bool noReset = false;  // --no-reset: as reset-on-return: false
   std::chrono::milliseconds lockTimeout{30'000};
   std::chrono::milliseconds unbindTimeout{30'000};
 };
@@ -101,6 +103,19 @@ struct PersistOptions {
   SelectionOverrides selection;
 };
 Result<CommandLine<PersistOptions>> parsePersistOptions(const std::vector<std::string>& args);
+
+// ---- recover ----
+struct RecoverOptions {
+  std::optional<Mode> mode;  // the driver to bind afterwards; unset: the config's mode, else none
+  bool dryRun = false;
+  bool force = false;
+  bool noReset = false;  // for the bind afterwards (prepare's --no-reset)
+  ConfigFile config;
+  SelectionOverrides selection;  // --devices (required), --gpu-ids, --host-driver(-provider)
+  std::chrono::milliseconds lockTimeout{30'000};
+  std::chrono::milliseconds unbindTimeout{30'000};
+};
+Result<CommandLine<RecoverOptions>> parseRecoverOptions(const std::vector<std::string>& args);
 
 // ---- check-node: cluster documents in, findings out. "-" names standard input (at most once).
 struct CheckNodeOptions {

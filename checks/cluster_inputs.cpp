@@ -137,6 +137,36 @@ Result<StatusView> readStatus(const std::string& source, const json& o) {
       s.advertised.emplace_back(name, *c);
     }
   }
+  // The KubeVirt entries the host computed (agent/status.schema.json permittedHostDevices); an
+  // entry of the wrong shape is skipped, as a field of the wrong type reads as absent.
+  auto entries = [&](std::string_view list, std::string_view selectorKey, auto&& add) {
+    const json* l = at(o, {"permittedHostDevices", list});
+    if (!l || !l->is_array()) return;
+    for (const auto& e : *l) {
+      const json* name = at(e, {"resourceName"});
+      const json* sel = at(e, {selectorKey});
+      if (!name || !name->is_string() || !sel || !sel->is_string()) continue;
+      add(name->get<std::string>(), sel->get_ref<const std::string&>());
+    }
+  };
+  entries("pciHostDevices", "pciVendorSelector", [&](std::string name, const std::string& sel) {
+    if (auto id = parsePciId(sel)) s.permittedPci.emplace(std::move(name), *id);
+  });
+  entries("mediatedDevices", "mdevNameSelector", [&](std::string name, const std::string& sel) {
+    if (!sel.empty()) s.permittedMdev.emplace(std::move(name), sel);
+  });
+  if (const json* cs = at(o, {"conditions"}); cs && cs->is_array()) {
+    for (const auto& c : *cs) {
+      const json* type = at(c, {"type"});
+      const json* status = at(c, {"status"});
+      if (!type || !status ||
+          scalarText(*type) != std::optional<std::string>("DevicesResponsive") ||
+          scalarText(*status) != std::optional<std::string>("False"))
+        continue;
+      const json* m = at(c, {"message"});
+      s.notResponding = m && m->is_string() ? m->get<std::string>() : std::string();
+    }
+  }
   const json* devs = at(o, {"devices"});
   if (!devs || !devs->is_array()) return s;
   int gpus = 0;
@@ -160,6 +190,16 @@ Result<StatusView> readStatus(const std::string& source, const json& o) {
     if (bdf && bdf->is_string() && driver && driver->is_string() &&
         isVfioDriver(driver->get_ref<const std::string&>())) {
       if (auto b = parseBdf(bdf->get_ref<const std::string&>())) s.vfioDevices.push_back(*b);
+    }
+    if (const json* r = at(dev, {"responsive"});
+        r && r->is_boolean() && !r->get<bool>() && bdf && bdf->is_string()) {
+      if (auto b = parseBdf(bdf->get_ref<const std::string&>())) {
+        const json* ps = at(dev, {"powerState"});
+        s.unresponsiveBdfs.push_back(*b);
+        s.unresponsive.push_back(b->str() + (ps && ps->is_string()
+                                                 ? " (" + ps->get<std::string>() + ")"
+                                                 : std::string()));
+      }
     }
   }
   s.gpus = gpus;

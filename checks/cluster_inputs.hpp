@@ -42,6 +42,15 @@ struct StatusView {
   std::vector<uint16_t> gpuDeviceIds;              // NVIDIA device ids of those GPUs
   std::map<std::string, uint16_t> resourceDevice;  // from a device's "resource" field
   std::vector<Bdf> vfioDevices;  // the devices on vfio-pci (or nvgrace_gpu_vfio_pci)
+  // The document's permittedHostDevices (absent in documents of older versions), by resource
+  // name: the selectors the host itself saw, preferred to any guess from the resource name.
+  std::map<std::string, PciId> permittedPci;         // pciHostDevices: pciVendorSelector
+  std::map<std::string, std::string> permittedMdev;  // mediatedDevices: mdevNameSelector
+  // Devices that no longer answer ("responsive": false), "BDF" or "BDF (D3cold)", and the message
+  // of a DevicesResponsive condition that is False.
+  std::vector<std::string> unresponsive;
+  std::vector<Bdf> unresponsiveBdfs;
+  std::optional<std::string> notResponding;
 };
 
 // The status documents, and which one belongs to a node (the first for that node).

@@ -319,6 +319,7 @@ PreflightReport preflightImage(const ImageFacts& f, const PreflightRequest& req)
   c.push_back(hardwareSkip("gpu.sriov", mode, mode == Mode::kVmVgpu));
   c.push_back(hardwareSkip("gpu.boot-vga", mode, mode == Mode::kVmPassthrough));
   c.push_back(hardwareSkip("gpu.bars", mode, mode == Mode::kVmPassthrough));
+  c.push_back(hardwareSkip("gpu.reset", mode, vm));
   c.push_back(hardwareSkip("gpu.fabric", mode, true));
   c.push_back(req.cc == CcMode::kOff
                   ? makeCheck("gpu.cc", CheckStatus::kSkip,

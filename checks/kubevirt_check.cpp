@@ -45,11 +45,37 @@ struct PatchEntries {
   std::set<std::string> unknownDevice;  // passthrough resources whose device id no input gives
 };
 
-std::string upperSelector(uint16_t device) {
-  std::string s = "10DE:" + hexDigits(device, 4);
+// KubeVirt's pciVendorSelector, upper-case as its user guide writes it ("10DE:1EB8";
+// https://kubevirt.io/user-guide/compute/host-devices/).
+std::string upperSelector(PciId id) {
+  std::string s = hexDigits(id.vendor, 4) + ":" + hexDigits(id.device, 4);
   std::transform(s.begin(), s.end(), s.begin(),
                  [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
   return s;
+}
+
+// The PCI id a passthrough resource stands for: the node's status document's own
+// permittedHostDevices entry (the function the host saw the plugin name it after), else a
+// raw-id name ("nvidia.com/2236"), else the status document's GPUs (deviceOf).
+std::optional<PciId> pciIdOf(const StatusView* st, const std::string& resource) {
+  if (st) {
+    if (auto it = st->permittedPci.find(resource); it != st->permittedPci.end()) return it->second;
+  }
+  std::optional<uint16_t> dev = rawDeviceId(resource);
+  if (!dev && st) dev = deviceOf(*st, resource);
+  if (!dev) return std::nullopt;
+  return PciId{kNvidiaVendor, *dev};
+}
+
+// The mdevNameSelector of a vGPU resource: the type name as the node's status document gives it
+// (the kernel's mdev_type/name, which KubeVirt matches the selector to), else the name the
+// plugin's rule (whitespace runs to '_') most likely came from.
+std::string mdevSelectorOf(const StatusView* st, const std::string& resource) {
+  if (st) {
+    if (auto it = st->permittedMdev.find(resource); it != st->permittedMdev.end())
+      return it->second;
+  }
+  return spaced(resource);
 }
 
 }  // namespace
@@ -113,33 +139,32 @@ void checkKubeVirt(CheckNodeReport& report, const KubeVirtView& kv, const Status
       const HostDeviceEntry* e = kv.find(r.name);
       if (!e) {
         // The entry as the sandbox device plugin names the resource; a PCI one needs the device
-        // id (a raw-id name, or the node's status document).
+        // id (the node's status document's own entry, a raw-id name, or its GPUs).
+        const std::optional<PciId> id = mediated ? std::nullopt : pciIdOf(st, r.name);
         if (mediated) {
-          patch.mdev.emplace(r.name, nlohmann::json{{"mdevNameSelector", spaced(r.name)},
-                                                    {"resourceName", r.name},
-                                                    {"externalResourceProvider", true}});
+          patch.mdev.emplace(r.name,
+                             nlohmann::json{{"mdevNameSelector", mdevSelectorOf(st, r.name)},
+                                            {"resourceName", r.name},
+                                            {"externalResourceProvider", true}});
+        } else if (id) {
+          patch.pci.emplace(r.name, nlohmann::json{{"pciVendorSelector", upperSelector(*id)},
+                                                   {"resourceName", r.name},
+                                                   {"externalResourceProvider", true}});
         } else {
-          std::optional<uint16_t> dev = rawDeviceId(r.name);
-          if (!dev && st) dev = deviceOf(*st, r.name);
-          if (dev) {
-            patch.pci.emplace(r.name, nlohmann::json{{"pciVendorSelector", upperSelector(*dev)},
-                                                     {"resourceName", r.name},
-                                                     {"externalResourceProvider", true}});
-          } else {
-            patch.unknownDevice.insert(r.name);
-          }
+          patch.unknownDevice.insert(r.name);
         }
         addFinding(n, "kubevirt-not-permitted", Severity::kError,
                    r.name + " is advertised but not in the KubeVirt CR's permittedHostDevices." +
                        list + " (" + kv.source + "): VMs asking for it are rejected",
-                   mediated
-                       ? "add {mdevNameSelector: \"" + spaced(r.name) +
-                             "\", resourceName: " + r.name +
-                             ", externalResourceProvider: true} under spec.configuration."
-                             "permittedHostDevices.mediatedDevices"
-                       : "add {pciVendorSelector: \"10DE:<device id>\", resourceName: " + r.name +
-                             ", externalResourceProvider: true} under spec.configuration."
-                             "permittedHostDevices.pciHostDevices",
+                   mediated ? "add {mdevNameSelector: \"" + mdevSelectorOf(st, r.name) +
+                                  "\", resourceName: " + r.name +
+                                  ", externalResourceProvider: true} under spec.configuration."
+                                  "permittedHostDevices.mediatedDevices"
+                            : "add {pciVendorSelector: \"" +
+                                  (id ? upperSelector(*id) : std::string("10DE:<device id>")) +
+                                  "\", resourceName: " + r.name +
+                                  ", externalResourceProvider: true} under spec.configuration."
+                                  "permittedHostDevices.pciHostDevices",
                    r.name);
         continue;
       }
@@ -164,12 +189,12 @@ void checkKubeVirt(CheckNodeReport& report, const KubeVirtView& kv, const Status
       }
       if (mediated) {
         if (!e->selector || underscored(*e->selector) != r.name.substr(kResourcePrefix.size())) {
+          const std::string want = mdevSelectorOf(st, r.name);
           addFinding(n, "kubevirt-selector-mismatch", Severity::kError,
                      "mdevNameSelector " +
                          (e->selector ? "'" + *e->selector + "'" : std::string("(missing)")) +
-                         " does not match " + r.name + ": the mdev type name is '" +
-                         spaced(r.name) + "'",
-                     "set mdevNameSelector: \"" + spaced(r.name) + "\"", r.name);
+                         " does not match " + r.name + ": the mdev type name is '" + want + "'",
+                     "set mdevNameSelector: \"" + want + "\"", r.name);
         }
         continue;
       }
@@ -183,12 +208,9 @@ void checkKubeVirt(CheckNodeReport& report, const KubeVirtView& kv, const Status
                    "set pciVendorSelector: \"10DE:<device id>\" (lspci -nn on the node)", r.name);
         continue;
       }
-      std::optional<uint16_t> device = rawDeviceId(r.name);
-      if (!device && st) device = deviceOf(*st, r.name);
-      if (sel->vendor != kNvidiaVendor || (device && sel->device != *device)) {
-        std::string want = "10DE:" + hexDigits(device.value_or(sel->device), 4);
-        std::transform(want.begin(), want.end(), want.begin(),
-                       [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+      const std::optional<PciId> device = pciIdOf(st, r.name);
+      if (sel->vendor != kNvidiaVendor || (device && *sel != *device)) {
+        const std::string want = upperSelector(device.value_or(PciId{kNvidiaVendor, sel->device}));
         addFinding(n, "kubevirt-selector-mismatch", Severity::kError,
                    "pciVendorSelector '" + *e->selector + "' of " + r.name +
                        " does not match the device " +

@@ -528,6 +528,22 @@ void checkSplit(NodeResult& n, const NodeFacts& f) {
 
 // 5. The host's status document against the node object.
 void checkStatus(NodeResult& n, const StatusView& st) {
+  // Devices that no longer answer: a VM left them so, or they fell off the bus.
+  if (!st.unresponsive.empty() || st.notResponding) {
+    std::vector<std::string> bdfs;
+    for (const auto& b : st.unresponsiveBdfs) bdfs.push_back(b.str());
+    const std::string what = st.unresponsive.empty()
+                                 ? "DevicesResponsive is False: " + *st.notResponding
+                                 : join(st.unresponsive, ", ") +
+                                       (st.unresponsive.size() == 1 ? " does" : " do") +
+                                       " not answer (config space reads 0xffff)";
+    addFinding(n, "device-unresponsive", Severity::kError,
+               what + " on the host (" + st.source +
+                   "): no driver can use it, and a device plugin may still advertise it",
+               "run 'hostprep recover --devices " +
+                   (bdfs.empty() ? std::string("BDF[,...]") : join(bdfs, ",")) +
+                   "' on the node; if it still does not answer, drain the node and reboot it");
+  }
   if (st.actualMode && *st.actualMode != n.mode) {
     addFinding(n, "status-mode-mismatch", Severity::kError,
                "the host is prepared for " + std::string(toString(*st.actualMode)) + " (" +

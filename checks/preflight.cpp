@@ -11,6 +11,7 @@
 #include "checks/preflight_iommu.hpp"
 #include "checks/preflight_modules.hpp"
 #include "checks/preflight_persistence.hpp"
+#include "checks/preflight_reset.hpp"
 #include "checks/preflight_vfio_cdev.hpp"
 #include "drivers/persist.hpp"
 #include "drivers/text.hpp"
@@ -45,6 +46,7 @@ constexpr CheckInfo kChecks[] = {
     {"gpu.sriov", "SR-IOV for vGPU"},
     {"gpu.boot-vga", "Boot VGA framebuffer"},
     {"gpu.bars", "Large BARs (64-bit MMIO)"},
+    {"gpu.reset", "Reset on the way back from a VM"},
     {"gpu.fabric", "NVSwitches and Fabric Manager"},
     {"gpu.cc", "Confidential computing"},
     {"gpu.owner", "One owner per GPU"},
@@ -151,6 +153,7 @@ std::vector<CheckResult> modeChecks(const HostFacts& f, const PreflightRequest& 
   c.push_back(checkSriov(s, selp, mode));
   c.push_back(checkBootVga(p, s, selp, f.boot, mode));
   c.push_back(checkLargeBars(s, selp, mode));
+  c.push_back(checkReset(p, s, selp, mode));
   c.push_back(checkFabric(p, s, mode, req.selection.hostDriver));
   c.push_back(checkConfidentialComputing(p, s, selp, mode, req.cc));
   c.push_back(checkSingleOwner(f.otherAgents, mode));

@@ -13,6 +13,7 @@
 //   checks/preflight_gpus.*         gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga  gpu.bars
 //   checks/preflight.cpp            gpu.mode-mix (the modes of a mixed node, drivers/device_rules)
 //                                   gpu.owner (one owner per GPU: the GPU Operator's agents)
+//   checks/preflight_reset.*        gpu.reset (reset on the way back from a VM)
 //   checks/preflight_fabric.*       gpu.fabric (NVSwitches and Fabric Manager)
 //   checks/preflight_cc.*           gpu.cc (confidential computing)
 //   checks/preflight_persistence.*  boot.persistence
@@ -23,8 +24,8 @@
 //   cpu.virtualization  cpu.kvm  iommu.firmware  iommu.kernel  cmdline.iommu  cmdline.iommu-pt
 //   iommu.interrupt-remapping  iommu.iommufd  modules.vfio  modules.vgpu  modules.vgpu-firmware
 //   modules.host-driver  modules.nouveau  gpu.present  iommu.groups  gpu.mode-mix  gpu.sriov
-//   gpu.boot-vga  gpu.bars  gpu.fabric  gpu.cc  gpu.owner  boot.persistence  kernel.lockdown
-//   image.kernels (image mode only)
+//   gpu.boot-vga  gpu.bars  gpu.reset  gpu.fabric  gpu.cc  gpu.owner  boot.persistence
+//   kernel.lockdown  image.kernels (image mode only)
 //
 // A mixed node (the config's devices rules give the selected GPUs more than one mode): every
 // check runs once per mode on that mode's GPUs (selectionInMode), and the report keeps one

@@ -398,6 +398,7 @@ PlatformFacts readPlatform(const Host& host, const std::string& kernelRelease,
   p.fabricManager = readFabricManager(host);
   p.kvmTdx = readTrimmed(host, "sys/module/kvm_intel/parameters/tdx");
   p.kvmSevSnp = readTrimmed(host, "sys/module/kvm_amd/parameters/sev_snp");
+  p.vfioPciDisableIdleD3 = readTrimmed(host, "sys/module/vfio_pci/parameters/disable_idle_d3");
   p.nvidiaVersion = readTrimmed(host, "sys/module/nvidia/version");
   if (auto versions = host.list("lib/firmware/nvidia")) {
     for (const auto& v : *versions) {

@@ -142,6 +142,9 @@ struct PlatformFacts {
   // Documentation/virt/kvm/x86/amd-memory-encryption.rst).
   std::optional<std::string> kvmTdx;
   std::optional<std::string> kvmSevSnp;
+  // vfio-pci's disable_idle_d3 parameter ("Y"/"N"), when loaded: N (its default) lets vfio-pci
+  // put an idle, unused device in a D3 low power state (drivers/vfio/pci/vfio_pci.c).
+  std::optional<std::string> vfioPciDisableIdleD3;
   // The loaded nvidia module's version (sys/module/nvidia/version), and the GSP firmware files
   // (gsp_*.bin) under lib/firmware/nvidia/<version>/ for every version directory there.
   std::optional<std::string> nvidiaVersion;

@@ -692,6 +692,15 @@ Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
     if (!f) return readSnapshot(host);  // gone: its remove event is on its way
     *known = std::move(*f);
   }
+  // A driver registered since `before` (a module loading: its own event comes after the binds
+  // its init made), judged by the modules and drivers of now, not of then.
+  for (const auto& bdf : changed) {
+    const PciFunction* f = s.find(bdf);
+    if (f && f->driver && !s.pciDrivers.count(*f->driver)) {
+      readModulesAndDrivers(host, s);
+      break;
+    }
+  }
   return s;
 }
 

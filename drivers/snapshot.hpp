@@ -70,6 +70,9 @@ Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole);
 // root disk) is kept. Equal to readSnapshot() of the same host when `changed` names every function
 // whose attributes moved and no module came or went;
 // a function in `changed` that `before` lacks (or that is gone) makes it a full readSnapshot().
+// A function now on a driver `before` does not know makes it read the loaded modules and PCI
+// drivers again: a module's add event comes only after its init, where driver_register() binds
+// the devices it takes (kernel/module/main.c, do_init_module), so their bind events come first.
 // Of a function also in `rebound` (its events were binds and unbinds only) just the binding state
 // is read again (readBindingOf): a bind or unbind does not change its identity, group or BARs.
 Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <set>
@@ -138,6 +139,100 @@ std::string promEscape(std::string_view s) {
   return out;
 }
 
+// The devices the sandbox plugin advertises for passthrough: it walks PCI functions in address
+// order, keeps vendor 10de bound to a vfio driver, and counts one device per IOMMU group under
+// the resource of the group's first such function (each device id's name looked up in pci.ids
+// once).
+struct PluginPassthrough {
+  const PciFunction* fn;  // the function the group's resource is named after
+  std::string resource;
+};
+std::vector<PluginPassthrough> pluginPassthrough(const Snapshot& s,
+                                                 std::optional<std::string_view> pciIds) {
+  std::vector<PluginPassthrough> out;
+  std::set<int> seenGroups;
+  std::map<uint16_t, std::string> resourceOf;
+  for (const auto& f : s.pci) {  // sorted by address, as the plugin's directory walk is
+    if (f.id.vendor != kNvidiaVendor || !isPluginVfioDriver(f.driver) || !f.iommuGroup) continue;
+    if (!seenGroups.insert(*f.iommuGroup).second) continue;
+    auto [resource, fresh] = resourceOf.try_emplace(f.id.device);
+    if (fresh) resource->second = passthroughResourceName(pciIds.value_or(""), f.id.device);
+    out.push_back({&f, resource->second});
+  }
+  return out;
+}
+
+std::map<std::string, int> advertisedFrom(const std::vector<PluginPassthrough>& passthrough,
+                                          const Snapshot& s, const VgpuHost& v,
+                                          const Selection& sel, std::string_view hostDriver) {
+  std::map<std::string, int> out;
+  for (const auto& p : passthrough) ++out[p.resource];
+  for (const auto& d : observedVgpus(v)) {
+    if (!d.typeName.empty()) ++out[vgpuResourceName(d.typeName)];
+  }
+  int gpus = 0;
+  for (const auto& t : sel.targets) {
+    const auto* f = s.find(t.bdf);
+    if (t.role == Role::kGpu && f && isDriverOfModule(s, f->driver.value_or(""), hostDriver) &&
+        !isVgpuHost(*f, v))
+      ++gpus;
+  }
+  if (gpus > 0) out[std::string(kContainerResource)] += gpus;
+  return out;
+}
+
+// KubeVirt's pciVendorSelector: "vendor_id:product_id", written upper-case as in its user guide
+// ("10DE:1EB8"; https://kubevirt.io/user-guide/compute/host-devices/).
+std::string vendorSelector(const PciId& id) {
+  std::string s = hex4(id.vendor) + ":" + hex4(id.device);
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+PermittedHostDevices permittedFrom(const std::vector<PluginPassthrough>& passthrough,
+                                   const std::vector<StatusVgpu>& vgpus) {
+  // By resource name: one entry each, sorted; the first device of the walk gives the selector.
+  std::map<std::string, std::string> pci, mediated;
+  for (const auto& p : passthrough) pci.try_emplace(p.resource, vendorSelector(p.fn->id));
+  for (const auto& vg : vgpus) {
+    if (!vg.device.typeName.empty()) mediated.try_emplace(vg.resource, vg.device.typeName);
+  }
+  PermittedHostDevices out;
+  for (auto& [resource, selector] : pci) out.pci.push_back({selector, resource});
+  for (auto& [resource, selector] : mediated) out.mediated.push_back({selector, resource});
+  return out;
+}
+
+// DevicesResponsive: does every listed device still answer? A function whose config space reads
+// 0xffff (PciFunction::responsive) was left so by a VM, fell off the bus or sits in D3cold without
+// power: no driver can use it until it is reset, removed and rescanned, or the host reboots.
+Condition responsiveCondition(const StatusInputs& in, const std::vector<StatusDevice>& devices) {
+  std::vector<std::string> silent, bdfs;
+  size_t known = 0;
+  for (const auto& dv : devices) {
+    const PciFunction& f = *dv.fn;
+    if (!f.responsive) continue;
+    ++known;
+    if (*f.responsive) continue;
+    bdfs.push_back(f.bdf.str());
+    silent.push_back(f.bdf.str() + (f.powerState ? " (" + *f.powerState + ")" : ""));
+  }
+  if (!silent.empty()) {
+    return makeCondition(in, "DevicesResponsive", ConditionStatus::kFalse, "DevicesNotAnswering",
+                         join(silent, ", ") + (silent.size() == 1 ? " does" : " do") +
+                             " not answer (config space reads 0xffff): run 'hostprep recover "
+                             "--devices " +
+                             join(bdfs, ",") + "', else reboot the host");
+  }
+  if (known == 0 && !devices.empty()) {
+    return makeCondition(in, "DevicesResponsive", ConditionStatus::kUnknown, "ConfigUnreadable",
+                         "no selected device's config space could be read");
+  }
+  return makeCondition(in, "DevicesResponsive", ConditionStatus::kTrue, "DevicesAnswer",
+                       devices.empty() ? std::string("no selected device")
+                                       : std::to_string(known) + " device(s) answer");
+}
+
 }  // namespace
 
 std::string_view toString(ActualMode m) {
@@ -170,30 +265,7 @@ std::vector<ObservedVgpu> observedVgpus(const VgpuHost& v) {
 std::map<std::string, int> advertisedResources(const Snapshot& s, const VgpuHost& v,
                                                const Selection& sel, std::string_view hostDriver,
                                                std::optional<std::string_view> pciIds) {
-  std::map<std::string, int> out;
-  // Passthrough: one device per IOMMU group, named after the group's first vfio-bound function
-  // (each device id's name looked up in pci.ids once).
-  std::set<int> seenGroups;
-  std::map<uint16_t, std::string> resourceOf;
-  for (const auto& f : s.pci) {  // sorted by address, as the plugin's directory walk is
-    if (f.id.vendor != kNvidiaVendor || !isPluginVfioDriver(f.driver) || !f.iommuGroup) continue;
-    if (!seenGroups.insert(*f.iommuGroup).second) continue;
-    auto [resource, fresh] = resourceOf.try_emplace(f.id.device);
-    if (fresh) resource->second = passthroughResourceName(pciIds.value_or(""), f.id.device);
-    ++out[resource->second];
-  }
-  for (const auto& d : observedVgpus(v)) {
-    if (!d.typeName.empty()) ++out[vgpuResourceName(d.typeName)];
-  }
-  int gpus = 0;
-  for (const auto& t : sel.targets) {
-    const auto* f = s.find(t.bdf);
-    if (t.role == Role::kGpu && f && isDriverOfModule(s, f->driver.value_or(""), hostDriver) &&
-        !isVgpuHost(*f, v))
-      ++gpus;
-  }
-  if (gpus > 0) out[std::string(kContainerResource)] += gpus;
-  return out;
+  return advertisedFrom(pluginPassthrough(s, pciIds), s, v, sel, hostDriver);
 }
 
 ActualMode actualMode(const Snapshot& s, const VgpuHost& v, const Selection& sel,
@@ -296,9 +368,11 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
     d.vgpu.push_back({std::move(vg), std::move(resource)});
   }
 
-  // 2. Mode, advertised resources.
+  // 2. Mode, advertised resources, and what KubeVirt must permit of them.
   d.actualMode = actualMode(s, v, selection, in.selection.hostDriver);
-  d.advertised = advertisedResources(s, v, selection, in.selection.hostDriver, in.pciIds);
+  const auto passthrough = pluginPassthrough(s, in.pciIds);
+  d.advertised = advertisedFrom(passthrough, s, v, selection, in.selection.hostDriver);
+  d.permitted = permittedFrom(passthrough, d.vgpu);
 
   // 3. Converged: the desired mode is the actual one and the plan prepare would make is empty.
   bool gpus = !selection.gpus().empty();
@@ -409,6 +483,7 @@ StatusDocument buildStatus(const Snapshot& s, const VgpuHost& v, const StatusInp
     d.conditions.push_back(makeCondition(in, "GroupsViable", ConditionStatus::kFalse,
                                          "DeviceOnHostDriver", join(bad, "; ")));
   }
+  d.conditions.push_back(responsiveCondition(in, d.devices));
   return d;
 }
 
@@ -466,6 +541,13 @@ nlohmann::ordered_json toJson(const StatusDocument& d) {
     if (f.unbindPending) e["unbindPending"] = true;
     // Only where the kernel made a VFIO device file for it (Linux 6.6+, on a VFIO driver).
     if (f.vfioDevice) e["vfioDevice"] = "/dev/vfio/devices/" + *f.vfioDevice;
+    // Only for a device that no longer answers, with the power state the kernel shows for it
+    // (D3cold: its power is off; D0: it fell off the bus). The others answer, in D0 or, idle on
+    // vfio-pci, D3hot: nothing to act on.
+    if (f.responsive == false) {
+      e["responsive"] = false;
+      if (f.powerState) e["powerState"] = *f.powerState;
+    }
     j["devices"].push_back(std::move(e));
   }
   j["vgpuDevices"] = ojson::array();
@@ -480,6 +562,24 @@ nlohmann::ordered_json toJson(const StatusDocument& d) {
   }
   j["advertised"] = ojson::object();
   for (const auto& [name, count] : d.advertised) j["advertised"][name] = count;
+  // Shaped as the KubeVirt CR's spec.configuration.permittedHostDevices, to paste there; only the
+  // lists with entries (an empty list in a merge patch would clear the CR's), and only when any.
+  if (!d.permitted.empty()) {
+    auto list = [](const std::vector<PermittedDevice>& entries, const char* selectorKey) {
+      ojson out = ojson::array();
+      for (const auto& e : entries) {
+        out.push_back({{selectorKey, e.selector},
+                       {"resourceName", e.resourceName},
+                       {"externalResourceProvider", true}});
+      }
+      return out;
+    };
+    ojson p = ojson::object();
+    if (!d.permitted.pci.empty()) p["pciHostDevices"] = list(d.permitted.pci, "pciVendorSelector");
+    if (!d.permitted.mediated.empty())
+      p["mediatedDevices"] = list(d.permitted.mediated, "mdevNameSelector");
+    j["permittedHostDevices"] = std::move(p);
+  }
   j["drift"] = ojson::array();
   for (const auto* dv : d.drift()) {
     j["drift"].push_back({{"bdf", dv->fn->bdf.str()},
@@ -498,6 +598,11 @@ std::string nfdFeatures(const StatusDocument& d) {
   out += p + "actual-mode=" + std::string(toString(d.actualMode)) + "\n";
   if (d.desiredMode) out += p + "desired-mode=" + d.desiredSummary() + "\n";
   out += p + "converged=" + (d.converged ? "true" : "false") + "\n";
+  // false while a selected device does not answer (DevicesResponsive); absent when unknown.
+  if (const Condition* c = d.condition("DevicesResponsive");
+      c && c->status != ConditionStatus::kUnknown)
+    out +=
+        p + "devices-responsive=" + (c->status == ConditionStatus::kTrue ? "true" : "false") + "\n";
   // The declared split, for the cluster side (check-node) to check the node against.
   for (const auto& [m, n] : d.desiredSplit)
     out += p + "gpus." + std::string(toString(m)) + "=" + std::to_string(n) + "\n";
@@ -538,6 +643,20 @@ std::string prometheusText(const StatusDocument& d) {
                                                           : "-1";
     o += "hostprep_condition{type=\"" + promEscape(c.type) + "\"} " + v + "\n";
     last = std::max(last, c.lastTransitionTime);
+  }
+  // The devices that do not answer, one series each (none while all answer: the condition
+  // DevicesResponsive is the gauge to alert on).
+  bool header = false;
+  for (const auto& dv : d.devices) {
+    if (dv.fn->responsive != false) continue;
+    if (!header) {
+      o += "# HELP hostprep_device_unresponsive A selected device whose config space reads 0xffff, "
+           "with its power state.\n";
+      o += "# TYPE hostprep_device_unresponsive gauge\n";
+      header = true;
+    }
+    o += "hostprep_device_unresponsive{bdf=\"" + dv.fn->bdf.str() + "\",power_state=\"" +
+         promEscape(dv.fn->powerState.value_or("")) + "\"} 1\n";
   }
   o += "# HELP hostprep_last_transition_timestamp_seconds When a condition last changed.\n";
   o += "# TYPE hostprep_last_transition_timestamp_seconds gauge\n";

@@ -36,7 +36,7 @@ std::string_view toString(ConditionStatus s);  // "True" | "False" | "Unknown"
 // Kubernetes-style condition.
 struct Condition {
   std::string type;  // PreflightPassed, DevicesOnWantedDriver, GroupsViable, HostDriverProvided,
-                     // SingleOwner
+                     // SingleOwner, DevicesResponsive
   ConditionStatus status = ConditionStatus::kUnknown;
   std::string reason;  // CamelCase
   std::string message;
@@ -77,6 +77,24 @@ struct StatusVgpu {
   std::string resource;  // "nvidia.com/NVIDIA_A10-12Q"
 };
 
+// The entries of the KubeVirt CR's spec.configuration.permittedHostDevices that the node's
+// sandbox resources need (kubevirt/kubevirt, staging/src/kubevirt.io/api/core/v1/types.go:
+// PermittedHostDevices{pciHostDevices: []PciHostDevice{pciVendorSelector, resourceName,
+// externalResourceProvider}, mediatedDevices: []MediatedHostDevice{mdevNameSelector, ...}};
+// https://kubevirt.io/user-guide/compute/host-devices/). externalResourceProvider is always true:
+// the sandbox device plugin (NVIDIA/kubevirt-gpu-device-plugin), not KubeVirt, advertises them.
+struct PermittedDevice {
+  std::string selector;      // pciVendorSelector "10DE:2236", or mdevNameSelector "NVIDIA A10-12Q"
+  std::string resourceName;  // as the plugin advertises it: "nvidia.com/GA102GL_A10"
+  bool operator==(const PermittedDevice&) const = default;
+};
+struct PermittedHostDevices {
+  std::vector<PermittedDevice> pci;       // pciHostDevices, one per resource name, sorted by it
+  std::vector<PermittedDevice> mediated;  // mediatedDevices, likewise
+  bool empty() const { return pci.empty() && mediated.empty(); }
+  bool operator==(const PermittedHostDevices&) const = default;
+};
+
 struct PreflightOutcome {
   bool passed = false;
   std::string message;
@@ -115,6 +133,13 @@ struct StatusDocument {
   std::vector<StatusDevice> devices;
   std::vector<StatusVgpu> vgpu;
   std::map<std::string, int> advertised;
+  // What KubeVirt must permit for the sandbox resources of `advertised` (none for nvidia.com/gpu):
+  // - pci: per passthrough resource, the VENDOR:DEVICE (upper-case hex) of the function the plugin
+  //   names it after (the first vfio-bound NVIDIA function of its IOMMU group);
+  // - mediated: per vGPU resource, the type name as the kernel shows it (mdev_type/name, or the
+  //   per-VF type's name in creatable_vgpu_types), which KubeVirt matches mdevNameSelector to.
+  // One entry per resource name (the first device of the plugin's walk gives its selector).
+  PermittedHostDevices permitted;
   std::vector<const StatusDevice*> drift() const;  // devices off their wanted driver
   bool pciIdsFound = false;
   bool iommufd = false;  // /dev/iommu exists (CONFIG_IOMMUFD): VMMs may use iommufd + device files

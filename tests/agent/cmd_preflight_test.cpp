@@ -44,7 +44,7 @@ TEST_CASE("preflight: golden JSON for the ready Intel host", "[cli][preflight]")
   CHECK(j["target"] == "host");
   CHECK(j["summary"]["ok"] == true);
   CHECK(j["summary"]["fail"] == 0);
-  CHECK(j["checks"].size() == 24);
+  CHECK(j["checks"].size() == 25);
   CHECK(j["split"] == nlohmann::json{{"vm-passthrough", 1}});
   // Keys come in the documented order (id, status, title, detail, remedy), not sorted.
   CHECK(
@@ -61,6 +61,30 @@ TEST_CASE("preflight: golden JSON for an HGX H100 board (NVSwitches, 128 GiB BAR
   const auto path = golden("preflight-hgx-h100-vm-passthrough.json");
   if (std::getenv("HOSTPREP_UPDATE_GOLDEN")) std::ofstream(path) << r.out;
   CHECK(r.out == readFile(path));
+}
+
+TEST_CASE("preflight: gpu.reset in JSON and text, a WARN with its remedy",
+          "[cli][preflight][reset]") {
+  Fixture fx("return-from-vm");
+  auto r = runHostprep(
+      {"preflight", "--root", fx.root().string(), "--mode", "vm-passthrough", "--output", "json"});
+  INFO(r.out << r.err);
+  const auto j = nlohmann::json::parse(r.out);
+  nlohmann::json reset;
+  for (const auto& c : j["checks"]) {
+    if (c["id"] == "gpu.reset") reset = c;
+  }
+  REQUIRE(reset.is_object());
+  CHECK(reset["status"] == "warn");
+  CHECK(reset["title"] == "Reset on the way back from a VM");
+  CHECK_THAT(reset["detail"].get<std::string>(), Catch::StartsWith("no way to reset 0000:af:00.0"));
+  CHECK_THAT(reset["remedy"].get<std::string>(),
+             Catch::StartsWith("keep bus 0000:af to the GPU's own functions"));
+  auto t = runHostprep({"preflight", "--root", fx.root().string(), "--mode", "vm-passthrough"});
+  CHECK_THAT(t.out, Catch::Contains("WARN  Reset on the way back from a VM"));
+  CHECK_THAT(t.out, Catch::Contains("      remedy: keep bus 0000:af to the GPU's own functions: "
+                                    "move 0000:af:00.1 (or the GPU) to another slot; otherwise "
+                                    "plan a reboot of the node whenever it leaves VM mode\n"));
 }
 
 TEST_CASE("preflight: a FAIL exits 1 and prints the remedy under the line", "[cli][preflight]") {
@@ -175,7 +199,7 @@ TEST_CASE("preflight on a busybox-like guest and an empty root reports, never cr
         {"preflight", "--root", guest.root().string(), "--mode", mode, "--output", "json"});
     INFO(mode << " " << r.err);
     CHECK(r.exitCode == 1);
-    CHECK(nlohmann::json::parse(r.out)["checks"].size() == 24);
+    CHECK(nlohmann::json::parse(r.out)["checks"].size() == 25);
   }
   Fixture empty;
   auto r = runHostprep({"preflight", "--root", empty.root().string()});
@@ -253,10 +277,10 @@ TEST_CASE("preflight without --mode checks the config's split", "[cli][preflight
     CHECK(j["version"] == 2);
     CHECK(j["mode"] == "mixed");
     CHECK(j["split"] == nlohmann::json{{"container", 4}, {"vm-passthrough", 1}});
-    CHECK(j["checks"].size() == 24);
+    CHECK(j["checks"].size() == 25);
     std::set<std::string> ids;
     for (const auto& c : j["checks"]) ids.insert(c["id"].get<std::string>());
-    CHECK(ids.size() == 24);
+    CHECK(ids.size() == 25);
     CHECK(j["checks"][15]["id"] == "gpu.mode-mix");
     CHECK(j["checks"][15]["status"] == "pass");
     CHECK(j["checks"][14]["id"] == "iommu.groups");

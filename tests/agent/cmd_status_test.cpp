@@ -44,6 +44,21 @@ TEST_CASE("status prints the document and writes it only with --write", "[cli][s
   CHECK(w["converged"] == false);
 }
 
+TEST_CASE("status names a device that no longer answers, and what to run", "[cli][status][reset]") {
+  Fixture fx("status-passthrough-done");
+  fx.write("sys/devices/pci0000:86/0000:86:00.0/config", std::string(64, '\xff'));
+  fx.write("sys/devices/pci0000:86/0000:86:00.0/power_state", "D3cold\n");
+  auto r = runHostprep({"--root", fx.root().string(), "status"});
+  REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.out, Catch::Contains("\n  DevicesResponsive=False (DevicesNotAnswering): "
+                                    "0000:86:00.0 (D3cold) does not answer (config space reads "
+                                    "0xffff): run 'hostprep recover --devices 0000:86:00.0', else "
+                                    "reboot the host\n"));
+  CHECK_THAT(r.out, Catch::Contains("\n  0000:86:00.0 gpu 10de:2236 GA102GL [A10]: vfio-pci (does "
+                                    "not answer, D3cold)\n"));
+  CHECK_THAT(r.out, Catch::Contains("\n  0000:3b:00.0 gpu 10de:2236 GA102GL [A10]: vfio-pci\n"));
+}
+
 TEST_CASE("status --pci-ids names devices from another file", "[cli][status]") {
   Fixture fx("status-mixed");
   fx.write("elsewhere/pci.ids", "10de  NVIDIA\n\t2236  GA102GL [A10]\n");
@@ -184,4 +199,34 @@ TEST_CASE("status's PreflightPassed checks each mode of the config's split on it
   CHECK(c["status"] == "True");
   CHECK_THAT(c["message"].get<std::string>(),
              Catch::StartsWith("every mixed (container: 1, vm-passthrough: 4) check passed"));
+}
+
+// Issue 45, item 4: the KubeVirt entries are in the document, the file --write writes, and one
+// line of the text; a container node has none of them.
+TEST_CASE("status gives the KubeVirt permittedHostDevices entries: document, file, one line",
+          "[cli][status][kubevirt]") {
+  const nlohmann::json want = nlohmann::json::parse(R"({"pciHostDevices": [
+      {"pciVendorSelector": "10DE:2236", "resourceName": "nvidia.com/GA102GL_A10",
+       "externalResourceProvider": true}]})");
+  Fixture fx("status-passthrough-done");
+  auto r = runHostprep({"--root", fx.root().string(), "--output", "json", "status"});
+  REQUIRE(r.exitCode == 0);
+  CHECK(nlohmann::json::parse(r.out)["permittedHostDevices"] == want);
+
+  r = runHostprep({"--root", fx.root().string(), "status", "--write"});
+  REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.out, Catch::EndsWith("\n  KubeVirt permittedHostDevices: 1 pci, 0 mediated (see "
+                                    "--output json)\n"));
+  std::ifstream f(fx.path("run/hostprep/status.json"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  CHECK(nlohmann::json::parse(ss.str())["permittedHostDevices"] == want);
+
+  Fixture container("status-container");
+  r = runHostprep({"--root", container.root().string(), "status"});
+  REQUIRE(r.exitCode == 0);
+  CHECK_THAT(r.out, !Catch::Contains("permittedHostDevices"));
+  r = runHostprep({"--root", container.root().string(), "--output", "json", "status"});
+  REQUIRE(r.exitCode == 0);
+  CHECK_FALSE(nlohmann::json::parse(r.out).contains("permittedHostDevices"));
 }

@@ -17,7 +17,7 @@ TEST_CASE("a full config parses into typed values", "[config]") {
       "vgpu:\n  config-file: /etc/hostprep/vgpu.yaml\n  config-name: a10-4q\n"
       "status:\n  path: /run/hostprep/s.json\n  nfd-features: /etc/nfd/features.d/hostprep\n"
       "  prometheus: /var/lib/node-exporter/hostprep.prom\n"
-      "reconcile: true\ncc-mode: ppcie\n",
+      "reconcile: true\ncc-mode: ppcie\nreset-on-return: false\n",
       "config.yaml");
   REQUIRE(c);
   CHECK(c->ccMode == CcMode::kPpcie);
@@ -29,12 +29,14 @@ TEST_CASE("a full config parses into typed values", "[config]") {
   CHECK(c->vgpuConfigName == "a10-4q");
   CHECK(c->statusPath == "/run/hostprep/s.json");
   CHECK(c->reconcile);
+  CHECK_FALSE(c->resetOnReturn);
   auto empty = parseConfig("", "config.yaml");
   REQUIRE(empty);
   CHECK_FALSE(empty->mode);
   CHECK(empty->selection.hostDriverProvider == DriverProvider::kHost);
   CHECK(empty->statusPath == "/run/hostprep/status.json");
   CHECK(empty->holderGlob() == "/dev/nvidia*");
+  CHECK(empty->resetOnReturn);
 }
 
 TEST_CASE("config errors name the file, the key and the fix, with exit 2", "[config]") {
@@ -47,7 +49,7 @@ TEST_CASE("config errors name the file, the key and the fix, with exit 2", "[con
        "config.yaml: mode: 'vm' is not a mode (choose one of container, vm-passthrough, vm-vgpu)"},
       {"mdoe: container\n",
        "config.yaml: mdoe: unknown key (known keys: cc-mode, devices, holder-nodes, host-driver, "
-       "host-driver-provider, mode, reconcile, selection, status, vgpu)"},
+       "host-driver-provider, mode, reconcile, reset-on-return, selection, status, vgpu)"},
       {"host-driver-provider: gpu-operator\n",
        "config.yaml: host-driver-provider: 'gpu-operator' is not a host driver provider (choose "
        "one of host, operator, auto)"},

@@ -208,6 +208,41 @@ TEST_CASE("the agent finishes the convergence when the operator's module appears
                           {*parseBdf("0000:3b:00.0")}));
 }
 
+TEST_CASE(
+    "the status read from the GPUs' bind events alone, before the module's own event, sees the "
+    "operator's module",
+    "[operator][agent]") {
+  // A real kernel sends a module's add event after its init, which is where driver_register()
+  // binds the waiting GPUs (kernel/module/main.c, do_init_module): the agent can hear the binds
+  // without the module's event and refresh only those functions. Found on 6.1 in the VM suite
+  // (hostprep.operator_driver_agent_converges_on_insmod): the status said converged, with
+  // HostDriverProvided False "module standin not loaded yet".
+  Rig r("operator-passthrough");
+  REQUIRE(converge(r.k, containerWith(DriverProvider::kOperator)).status);
+  StatusRequest req;
+  req.config.mode = Mode::kContainer;
+  req.config.selection.hostDriverProvider = DriverProvider::kOperator;
+  req.preflight = [](const Host&, const Snapshot&, Mode, const SelectionOptions&,
+                     const std::vector<DeviceRule>&) { return std::optional<PreflightOutcome>(); };
+  auto waiting = observe(r.kernel, req);
+  REQUIRE(waiting);
+  REQUIRE((*waiting)->doc.condition("HostDriverProvided"));
+  CHECK((*waiting)->doc.condition("HostDriverProvided")->status == ConditionStatus::kFalse);
+  REQUIRE(r.kernel.insmod("nvidia"));
+  req.previous = waiting->get();
+  req.changed = req.rebound = {*parseBdf(kGpus[0]), *parseBdf(kGpus[1])};
+  auto bound = observe(r.kernel, req);
+  REQUIRE(bound);
+  const StatusDocument& d = (*bound)->doc;
+  CHECK((*bound)->snapshot.moduleLoaded("nvidia"));
+  CHECK((*bound)->snapshot.pciDrivers.count("nvidia-nvswitch"));
+  CHECK(d.converged);
+  REQUIRE(d.condition("HostDriverProvided"));
+  CHECK(d.condition("HostDriverProvided")->status == ConditionStatus::kTrue);
+  CHECK(d.condition("HostDriverProvided")->reason == "OperatorDriverLoaded");
+  CHECK(d.condition("DevicesOnWantedDriver")->status == ConditionStatus::kTrue);
+}
+
 TEST_CASE("the operator's vfio-manager and vgpu-device-manager are seen in the host's proc",
           "[operator][owner]") {
   Rig r("operator-passthrough");

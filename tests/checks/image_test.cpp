@@ -192,7 +192,7 @@ TEST_CASE("image roots: BLS entries, kernel-install, intremap=off, no kernel",
     Fixture empty;
     auto r = imageOn(empty, Mode::kVmVgpu);
     CHECK(r.failed());
-    CHECK(r.checks.size() == 25);
+    CHECK(r.checks.size() == 26);
     // The devices rules need PCI devices: an image reports the mix check as not checkable.
     const auto* mix = r.find("gpu.mode-mix");
     REQUIRE(mix);

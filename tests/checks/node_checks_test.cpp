@@ -77,6 +77,48 @@ TEST_CASE("the host's status against the node object", "[check-node]") {
   CHECK(find(r2, "status-node-unknown", ""));
 }
 
+TEST_CASE("a status document with a device that no longer answers", "[check-node][reset]") {
+  auto in = cleanInput();
+  CHECK_FALSE(find(check(in), "device-unresponsive", "gpu-b"));
+  SECTION("the device's own fields") {
+    auto& dev = in.statuses.front().body["devices"][1];
+    dev["responsive"] = false;
+    dev["powerState"] = "D3cold";
+    auto r = check(in);
+    CHECK(r.exitCode() == 1);
+    const auto* f = find(r, "device-unresponsive", "gpu-b");
+    REQUIRE(f);
+    CHECK(f->severity == Severity::kError);
+    CHECK_THAT(f->message, Catch::StartsWith("0000:86:00.0 (D3cold) does not answer (config space "
+                                             "reads 0xffff) on the host ("));
+    CHECK_THAT(
+        f->message,
+        Catch::EndsWith("): no driver can use it, and a device plugin may still advertise it"));
+    CHECK(f->fix ==
+          "run 'hostprep recover --devices 0000:86:00.0' on the node; if it still does not answer, "
+          "drain the node and reboot it");
+  }
+  SECTION("the condition alone") {
+    in.statuses.front().body["conditions"] =
+        nlohmann::json::array({{{"type", "DevicesResponsive"},
+                                {"status", "False"},
+                                {"reason", "DevicesNotAnswering"},
+                                {"message", "0000:3b:00.0 does not answer"}}});
+    auto r = check(in);
+    const auto* f = find(r, "device-unresponsive", "gpu-b");
+    REQUIRE(f);
+    CHECK_THAT(f->message,
+               Catch::StartsWith("DevicesResponsive is False: 0000:3b:00.0 does not answer on the "
+                                 "host ("));
+    CHECK_THAT(f->fix, Catch::StartsWith("run 'hostprep recover --devices BDF[,...]' on the node"));
+  }
+  SECTION("a True condition and answering devices say nothing") {
+    in.statuses.front().body["conditions"] = nlohmann::json::array(
+        {{{"type", "DevicesResponsive"}, {"status", "True"}, {"message", "2 device(s) answer"}}});
+    CHECK_FALSE(find(check(in), "device-unresponsive", "gpu-b"));
+  }
+}
+
 TEST_CASE("zero allocatable, capacity disagreement, mixed kinds, stale and invalid labels",
           "[check-node]") {
   CheckNodeInput in;

@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "drivers/executor.hpp"
 #include "tests/drivers/switch_rig.hpp"
+#include "tests/support/run.hpp"
 
 using namespace hostprep;
 using namespace hostprep::test::rig;
@@ -264,4 +266,43 @@ devices:
   CHECK(r.driver("0000:01:00.1") == std::optional<std::string>("snd_hda_intel"));
   CHECK(r.driver("0000:02:00.0") == std::optional<std::string>("nvidia"));
   CHECK(r.driver("0000:02:00.1") == std::optional<std::string>("ixgbe"));
+}
+
+TEST_CASE("prepare --dry-run shows the resets, which --no-reset and the config drop",
+          "[reset][cli]") {
+  test::Fixture fx("return-from-vm");
+  auto kinds = [](const std::string& out) {
+    auto j = nlohmann::json::parse(out);
+    std::vector<std::string> k;
+    for (const auto& st : j["steps"]) k.push_back(st["kind"].get<std::string>());
+    return std::make_pair(k, j.value("not_reset", nlohmann::json::array()).size());
+  };
+  auto has = [](const std::vector<std::string>& v, const char* k) {
+    return std::count(v.begin(), v.end(), k);
+  };
+  auto r = test::runHostprep({"--root", fx.root().string(), "--output", "json", "prepare", "--mode",
+                              "container", "--dry-run"});
+  REQUIRE(r.exitCode == 0);
+  auto [steps, notReset] = kinds(r.out);
+  CHECK(has(steps, "reset") == 2);
+  CHECK(has(steps, "reset-bus") == 1);
+  CHECK(notReset == 1);
+  auto text = test::runHostprep(
+      {"--root", fx.root().string(), "prepare", "--mode", "container", "--dry-run"});
+  CHECK_THAT(text.out, Catch::Contains("reset bus 0000:3b with every function on it"));
+  CHECK_THAT(text.out, Catch::Contains("note: 0000:af:00.0 returns from vfio without a reset"));
+
+  auto off = test::runHostprep({"--root", fx.root().string(), "--output", "json", "prepare",
+                                "--mode", "container", "--dry-run", "--no-reset"});
+  REQUIRE(off.exitCode == 0);
+  auto [offSteps, offNot] = kinds(off.out);
+  CHECK(has(offSteps, "reset") == 0);
+  CHECK(has(offSteps, "reset-bus") == 0);
+  CHECK(offNot == 5);
+
+  fx.write("etc/hostprep/config.yaml", "mode: container\nreset-on-return: false\n");
+  auto cfg =
+      test::runHostprep({"--root", fx.root().string(), "--output", "json", "prepare", "--dry-run"});
+  REQUIRE(cfg.exitCode == 0);
+  CHECK(has(kinds(cfg.out).first, "reset") == 0);
 }

@@ -91,11 +91,18 @@ TEST_CASE("refreshing the functions a rebind named gives the snapshot a full rea
     INFO(path);
     if (value.empty()) {
       REQUIRE(k.loadModule("vfio_pci"));
-      // The module's own event makes the agent read all; a refresh keeps the modules it knew.
+      // The module's own event makes the agent read all; a refresh of a function on a driver
+      // it knew keeps the modules it knew.
+      auto kept = refreshSnapshot(k, *before, {gpu});
+      REQUIRE(kept);
+      CHECK_FALSE(kept->moduleLoaded("vfio_pci"));
+      CHECK_FALSE(kept->pciDrivers.count("vfio-pci"));
+      // vfio-pci's driver_register() took the function its override names, before the module's
+      // event: a driver the snapshot did not know, so that refresh reads them again.
       auto refreshed = refreshSnapshot(k, *before, {audio});
       REQUIRE(refreshed);
-      CHECK_FALSE(refreshed->moduleLoaded("vfio_pci"));
-      CHECK_FALSE(refreshed->pciDrivers.count("vfio-pci"));
+      CHECK(refreshed->find(audio)->driver == std::optional<std::string>("vfio-pci"));
+      CHECK(*refreshed == *readSnapshot(k));
       before = readSnapshot(k);
       REQUIRE(before);
       continue;
@@ -160,6 +167,33 @@ TEST_CASE("refreshing the functions a rebind named gives the snapshot a full rea
                   [&](const PciFunction& f) { return f.bdf == gpu; });  // not there before
     auto refreshed = refreshSnapshot(k, partial, {gpu});
     REQUIRE(refreshed);
+    CHECK(*refreshed == *readSnapshot(k));
+  }
+}
+
+TEST_CASE(
+    "refreshing a function bound to a driver the snapshot does not know reads the modules and "
+    "drivers again",
+    "[snapshot]") {
+  // A module's add event comes after its init (kernel/module/main.c, do_init_module), and its
+  // init is where driver_register() binds the devices it matches: the bind events come first,
+  // and an agent that hears them alone must not judge the new driver by the modules it knew.
+  Fixture fx("operator-passthrough");
+  hostprep::test::FakeKernel k(fx.root());
+  const Bdf gpu = *parseBdf("0000:3b:00.0");
+  REQUIRE(k.writeAttr("sys/bus/pci/devices/0000:3b:00.0/driver_override", "\n"));
+  REQUIRE(k.writeAttr("sys/bus/pci/drivers/vfio-pci/unbind", "0000:3b:00.0"));
+  auto before = readSnapshot(k);
+  REQUIRE(before);
+  REQUIRE_FALSE(before->find(gpu)->driver);
+  REQUIRE(k.insmod("nvidia"));  // the GPU operator's driver container
+  for (const bool rebound : {true, false}) {
+    auto refreshed =
+        rebound ? refreshSnapshot(k, *before, {gpu}, {gpu}) : refreshSnapshot(k, *before, {gpu});
+    REQUIRE(refreshed);
+    CHECK(refreshed->find(gpu)->driver == std::optional<std::string>("nvidia"));
+    CHECK(refreshed->moduleLoaded("nvidia"));
+    CHECK(refreshed->pciDrivers.count("nvidia-nvswitch"));
     CHECK(*refreshed == *readSnapshot(k));
   }
 }

@@ -3,12 +3,15 @@
 #include "drivers/status.hpp"
 
 #include <catch2/catch.hpp>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "agent/config.hpp"
 #include "agent/status_writer.hpp"
+#include "tests/drivers/switch_rig.hpp"
 #include "tests/support/fixture.hpp"
 #include "tests/support/schema.hpp"
 
@@ -133,6 +136,58 @@ TEST_CASE("a group is not viable while a bridge in it is on a driver other than 
   CHECK(c->message == "IOMMU group 30: 0000:00:1f.0 on lpc_ich");
 }
 
+TEST_CASE("a device that no longer answers: responsive false, its power state, DevicesResponsive",
+          "[status][reset]") {
+  Fixture fx("status-passthrough-done");
+  {
+    auto o = observeScenario(fx);
+    const auto* c = o->doc.condition("DevicesResponsive");
+    REQUIRE(c);
+    CHECK(c->status == ConditionStatus::kTrue);
+    CHECK(c->message == "4 device(s) answer");
+    // Devices that answer carry neither field: the documents of healthy nodes stay as they were.
+    for (const auto& dev : toJson(o->doc)["devices"]) {
+      CHECK_FALSE(dev.contains("responsive"));
+      CHECK_FALSE(dev.contains("powerState"));
+    }
+    CHECK_THAT(nfdFeatures(o->doc), Catch::Contains("hostprep.devices-responsive=true\n"));
+    CHECK_THAT(prometheusText(o->doc), !Catch::Contains("hostprep_device_unresponsive"));
+  }
+  // The GPU at 86:00.0 reads all ones, its power cut; 3b:00.0 answers in D0.
+  fx.write("sys/devices/pci0000:86/0000:86:00.0/config", std::string(64, '\xff'));
+  fx.write("sys/devices/pci0000:86/0000:86:00.0/power_state", "D3cold\n");
+  fx.write("sys/devices/pci0000:3b/0000:3b:00.0/power_state", "D0\n");
+  auto o = observeScenario(fx);
+  const auto& d = o->doc;
+  const auto* c = d.condition("DevicesResponsive");
+  REQUIRE(c);
+  CHECK(c->status == ConditionStatus::kFalse);
+  CHECK(c->reason == "DevicesNotAnswering");
+  CHECK(c->message ==
+        "0000:86:00.0 (D3cold) does not answer (config space reads 0xffff): run 'hostprep recover "
+        "--devices 0000:86:00.0', else reboot the host");
+  const auto j = toJson(d);
+  for (const auto& dev : j["devices"]) {
+    INFO(dev["bdf"]);
+    if (dev["bdf"] == "0000:86:00.0") {
+      CHECK(dev["responsive"] == false);
+      CHECK(dev["powerState"] == "D3cold");
+    } else {
+      CHECK_FALSE(dev.contains("responsive"));
+      CHECK_FALSE(dev.contains("powerState"));  // 3b:00.0 shows D0, but answers
+    }
+  }
+  CHECK(hostprep::test::validateSchema(schema(), nlohmann::json::parse(j.dump())) ==
+        std::vector<std::string>{});
+  CHECK_THAT(nfdFeatures(d), Catch::Contains("hostprep.devices-responsive=false\n"));
+  const std::string prom = prometheusText(d);
+  CHECK_THAT(prom, Catch::Contains("hostprep_condition{type=\"DevicesResponsive\"} 0\n"));
+  CHECK_THAT(prom,
+             Catch::Contains(
+                 "hostprep_device_unresponsive{bdf=\"0000:86:00.0\",power_state=\"D3cold\"} 1\n"));
+  CHECK_THAT(prom, !Catch::Contains("bdf=\"0000:3b:00.0\""));
+}
+
 TEST_CASE("a condition keeps its lastTransitionTime until its status changes", "[status]") {
   Fixture fx("status-drifted");
   RootHost host(fx.root());
@@ -234,6 +289,7 @@ TEST_CASE("NFD features and the Prometheus textfile", "[status]") {
         "hostprep.actual-mode=vm-passthrough\n"
         "hostprep.desired-mode=vm-passthrough\n"
         "hostprep.converged=true\n"
+        "hostprep.devices-responsive=true\n"
         "hostprep.gpus.vm-passthrough=2\n");
   const std::string prom = prometheusText(o->doc);
   CHECK_THAT(prom, Catch::Contains("hostprep_devices{driver=\"vfio-pci\"} 4\n"));
@@ -286,6 +342,26 @@ TEST_CASE("the schema validator rejects what the schema forbids", "[status][sche
   bad["extra"] = 1;
   CHECK(hostprep::test::validateSchema(sch, bad) ==
         std::vector<std::string>{"$.extra: not allowed by the schema"});
+  // The KubeVirt entries: upper-case VENDOR:DEVICE, only lists with entries, external always.
+  REQUIRE(j.contains("permittedHostDevices"));
+  bad = j;
+  bad["permittedHostDevices"]["pciHostDevices"][0]["pciVendorSelector"] = "10de:2236";
+  CHECK(hostprep::test::validateSchema(sch, bad).size() == 1);
+  bad = j;
+  bad["permittedHostDevices"]["pciHostDevices"][0]["externalResourceProvider"] = false;
+  CHECK(hostprep::test::validateSchema(sch, bad).size() == 1);
+  bad = j;
+  bad["permittedHostDevices"]["mediatedDevices"] = nlohmann::json::array();
+  CHECK(hostprep::test::validateSchema(sch, bad) ==
+        std::vector<std::string>{
+            "$.permittedHostDevices.mediatedDevices: has 0 item(s), fewer than 1"});
+  bad = j;
+  bad["permittedHostDevices"]["usb"] = nlohmann::json::array();
+  CHECK(hostprep::test::validateSchema(sch, bad).size() == 1);
+  // Optional: a document of an older version, without it, is still valid.
+  bad = j;
+  bad.erase("permittedHostDevices");
+  CHECK(hostprep::test::validateSchema(sch, bad) == std::vector<std::string>{});
 }
 
 TEST_CASE("the status lists mdev devices by UUID on any parent, then per-VF vGPUs by VF",
@@ -339,6 +415,7 @@ TEST_CASE(
         "hostprep.actual-mode=mixed\n"
         "hostprep.desired-mode=mixed\n"
         "hostprep.converged=true\n"
+        "hostprep.devices-responsive=true\n"
         "hostprep.gpus.container=1\n"
         "hostprep.gpus.vm-passthrough=1\n");
   const std::string prom = prometheusText(o->doc);
@@ -387,4 +464,140 @@ devices:
                      {"0000:43:00.0", "GA100 [A100 PCIe 80GB]"},
                      {"0000:44:00.0", "GA102GL [A10]"},
                      {"0000:45:00.0", "Not The A10"}});
+}
+
+// Issue 45, item 4: the document carries the KubeVirt CR's permittedHostDevices entries its
+// resources need, to paste into spec.configuration.permittedHostDevices.
+namespace {
+
+nlohmann::json permittedOf(const StatusDocument& d) {
+  auto j = nlohmann::json::parse(toJson(d).dump());
+  CHECK(hostprep::test::validateSchema(schema(), j) == std::vector<std::string>{});
+  return j.contains("permittedHostDevices") ? j["permittedHostDevices"] : nlohmann::json();
+}
+
+nlohmann::json pciEntry(const std::string& selector, const std::string& resource) {
+  return {{"pciVendorSelector", selector},
+          {"resourceName", resource},
+          {"externalResourceProvider", true}};
+}
+
+nlohmann::json mdevEntry(const std::string& selector, const std::string& resource) {
+  return {{"mdevNameSelector", selector},
+          {"resourceName", resource},
+          {"externalResourceProvider", true}};
+}
+
+}  // namespace
+
+TEST_CASE("status gives the KubeVirt permittedHostDevices entries of the node's resources",
+          "[status][kubevirt]") {
+  using hostprep::test::rig::VRig;
+  using json = nlohmann::json;
+  SECTION("passthrough: one pciHostDevices entry for the two A10s, named as advertised") {
+    Fixture fx("status-passthrough-done");
+    CHECK(permittedOf(observeScenario(fx)->doc) ==
+          json{{"pciHostDevices", {pciEntry("10DE:2236", "nvidia.com/GA102GL_A10")}}});
+  }
+  SECTION("drifted: the GPUs are still on vfio-pci, so still advertised and still listed") {
+    Fixture fx("status-drifted");
+    CHECK(permittedOf(observeScenario(fx)->doc) ==
+          json{{"pciHostDevices", {pciEntry("10DE:2236", "nvidia.com/GA102GL_A10")}}});
+  }
+  SECTION("container: nvidia.com/gpu needs no entry, and the section is absent") {
+    Fixture fx("status-container");
+    CHECK(permittedOf(observeScenario(fx)->doc).is_null());
+  }
+  SECTION("one A10 on vfio, one on nvidia, no pci.ids: the raw-id resource alone") {
+    Fixture fx("status-mixed");
+    CHECK(permittedOf(observeScenario(fx)->doc) ==
+          json{{"pciHostDevices", {pciEntry("10DE:2236", "nvidia.com/2236")}}});
+  }
+  SECTION("mdev vGPUs next to a passthrough GPU: both lists, the type name as the kernel has it") {
+    VRig r("vgpu-two-a10");
+    for (const char* b : {"0000:3b:00.0", "0000:3b:00.1"}) r.modes[*parseBdf(b)] = Mode::kVmVgpu;
+    for (const char* b : {"0000:86:00.0", "0000:86:00.1"})
+      r.modes[*parseBdf(b)] = Mode::kVmPassthrough;
+    r.apply(Mode::kVmVgpu);  // the default config: A10-12Q x 2 on 3b:00.0's VFs
+    REQUIRE(r.vgpus().size() == 2);
+    auto o = observeScenario(r.fx);
+    CHECK(o->doc.advertised ==
+          std::map<std::string, int>{{"nvidia.com/2236", 1}, {"nvidia.com/NVIDIA_A10-12Q", 2}});
+    CHECK(permittedOf(o->doc) ==
+          json{{"pciHostDevices", {pciEntry("10DE:2236", "nvidia.com/2236")}},
+               {"mediatedDevices", {mdevEntry("NVIDIA A10-12Q", "nvidia.com/NVIDIA_A10-12Q")}}});
+  }
+  SECTION("per-VF vGPUs (vGPU 17+): a mediatedDevices entry, one for the two of one type") {
+    VRig r("vgpu-h100-pervf");
+    r.apply(Mode::kVmVgpu);  // the default config: H100-40C x 2, one per VF
+    auto o = observeScenario(r.fx);
+    CHECK(permittedOf(o->doc) ==
+          json{{"mediatedDevices", {mdevEntry("NVIDIA H100-40C", "nvidia.com/NVIDIA_H100-40C")}}});
+  }
+  SECTION("two models and a companion in a group of its own: sorted by resource name") {
+    Fixture fx;
+    hostprep::test::expandHostYaml(fx.root(), R"(kernel: 6.1.0-test-amd64
+cmdline: intel_iommu=on
+modules: [nvidia, vfio_pci]
+devices:
+  - {bdf: "0000:41:00.0", id: "10de:2236", class: "030200", driver: vfio-pci, group: 1}
+  - {bdf: "0000:41:00.1", id: "10de:1aef", class: "040300", driver: vfio-pci, group: 9}
+  - {bdf: "0000:42:00.0", id: "10de:20b5", class: "030200", driver: vfio-pci, group: 2}
+  - {bdf: "0000:43:00.0", id: "10de:2236", class: "030200", driver: vfio-pci, group: 3}
+  - {bdf: "0000:44:00.0", id: "10de:2236", class: "030200", driver: nvidia, group: 4}
+)");
+    fx.write("usr/share/misc/pci.ids",
+             "10de  NVIDIA Corporation\n\t1aef  GA102 High Definition Audio Controller\n"
+             "\t20b5  GA100 [A100 PCIe 80GB]\n\t2236  GA102GL [A10]\n");
+    auto o = observeScenario(fx);
+    CHECK(o->doc.advertised ==
+          std::map<std::string, int>{{"nvidia.com/GA100_A100_PCIE_80GB", 1},
+                                     {"nvidia.com/GA102GL_A10", 2},
+                                     {"nvidia.com/GA102_HIGH_DEFINITION_AUDIO_CONTROLLER", 1},
+                                     {"nvidia.com/gpu", 1}});
+    CHECK(permittedOf(o->doc) ==
+          json{{"pciHostDevices",
+                {pciEntry("10DE:20B5", "nvidia.com/GA100_A100_PCIE_80GB"),
+                 pciEntry("10DE:2236", "nvidia.com/GA102GL_A10"),
+                 pciEntry("10DE:1AEF", "nvidia.com/GA102_HIGH_DEFINITION_AUDIO_CONTROLLER")}}});
+  }
+}
+
+TEST_CASE("on every captured real host, one KubeVirt entry per sandbox resource advertised",
+          "[status][kubevirt][real]") {
+  const auto real = std::filesystem::path(HOSTPREP_FIXTURES_DIR) / "real";
+  int hosts = 0, withEntries = 0;
+  for (const auto& dir : std::filesystem::directory_iterator(real)) {
+    if (!dir.is_directory()) continue;
+    const std::string name = dir.path().filename().string();
+    INFO(name);
+    ++hosts;
+    Fixture fx("real/" + name);
+    auto o = observeScenario(fx);
+    const auto p = permittedOf(o->doc);
+    std::set<std::string> sandbox, listed;
+    for (const auto& [resource, n] : o->doc.advertised) {
+      if (resource != "nvidia.com/gpu") sandbox.insert(resource);
+    }
+    for (const char* list : {"pciHostDevices", "mediatedDevices"}) {
+      if (p.is_null() || !p.contains(list)) continue;
+      for (const auto& e : p[list]) CHECK(listed.insert(e["resourceName"]).second);
+    }
+    CHECK(listed == sandbox);
+    // Each PCI selector is the id of a vfio-bound function of the host.
+    for (const auto& e : p.is_null() || !p.contains("pciHostDevices") ? nlohmann::json::array()
+                                                                      : p["pciHostDevices"]) {
+      bool found = false;
+      for (const auto& f : o->snapshot.pci) {
+        std::string id = toString(f.id);
+        for (char& c : id) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        found = found || (id == e["pciVendorSelector"] && f.driver &&
+                          f.driver->find("vfio") != std::string::npos);
+      }
+      CHECK(found);
+    }
+    if (!listed.empty()) ++withEntries;
+  }
+  CHECK(hosts >= 9);
+  CHECK(withEntries >= 1);
 }

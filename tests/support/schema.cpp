@@ -51,6 +51,7 @@ struct Validator {
                                                 "propertyNames",
                                                 "items",
                                                 "minimum",
+                                                "minItems",
                                                 "pattern",
                                                 "oneOf"};
     for (auto it = s.begin(); it != s.end(); ++it) {
@@ -91,6 +92,10 @@ struct Validator {
     }
     if (v.is_number() && s.contains("minimum") && v.get<double>() < s["minimum"].get<double>()) {
       errors.push_back(path + ": " + v.dump() + " is below " + s["minimum"].dump());
+    }
+    if (v.is_array() && s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) {
+      errors.push_back(path + ": has " + std::to_string(v.size()) + " item(s), fewer than " +
+                       s["minItems"].dump());
     }
     if (v.is_array() && s.contains("items")) {
       for (size_t i = 0; i < v.size(); ++i)

@@ -188,6 +188,7 @@ std::vector<SweepCase> fixtureCases() {
       fixtureCase("turing-usb-ucsi", ct, pt, {}),
       fixtureCase("held-device", pt, std::nullopt, {}),
       fixtureCase("nvme-shared-group", pt, std::nullopt, {}),  // what --force would do
+      fixtureCase("return-from-vm", ct, std::nullopt, {}),     // function and bus resets
       // vm-vgpu plans: fixtureCase("<scenario>", Mode::kVmVgpu, std::nullopt, {}),
   };
 }

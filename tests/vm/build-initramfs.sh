@@ -91,6 +91,14 @@ cp "$WORK/mod-standin/standin.ko" "$WORK/mod-mtty/mtty.ko" "$R/lib/modules/$KVER
 # A Debian 13 kernel's config is in lib/modules/<kver>/ (linux-base-*), its only copy on such a
 # node: there too in the guest, for preflight's iommu.iommufd to read.
 [ ! -e "$KMODDIR/config" ] || cp "$KMODDIR/config" "$R/lib/modules/$KVER/"
+# The module tree without standin.ko, as a GPU Operator node's lib/modules lacks nvidia: kmod's
+# indexes for it, which hostprep.operator_driver_* swap in (the guest's busybox depmod writes no
+# .bin indexes, which libkmod reads), under /usr/share/hostprep-vm/no-standin/.
+mv "$R/lib/modules/$KVER/extra/standin.ko" "$WORK/standin.ko.aside"
+"$DEPMOD" -b "$R" "$KVER"
+mkdir -p "$R/usr/share/hostprep-vm/no-standin"
+cp "$R/lib/modules/$KVER"/modules.* "$R/usr/share/hostprep-vm/no-standin/"
+mv "$WORK/standin.ko.aside" "$R/lib/modules/$KVER/extra/standin.ko"
 "$DEPMOD" -b "$R" "$KVER"
 
 cp "$WORK/bin/vfio-group-status" "$WORK/bin/hold" "$WORK/bin/sysfs-write" "$WORK/bin/pci-config" "$R/usr/local/bin/"

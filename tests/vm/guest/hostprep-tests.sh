@@ -14,6 +14,8 @@ run_test hostprep.reset_bus_on_return ". /tests/reset.sh; hp_t_reset_bus" 180
 run_test hostprep.reset_never_a_bus_with_a_nic ". /tests/reset.sh; hp_t_reset_never_nic_bus" 90
 run_test hostprep.nvswitch_round_trip ". /tests/nvswitch.sh; hp_t_nvswitch_round_trip" 120
 run_test hostprep.nvswitch_faults_roll_back ". /tests/nvswitch.sh; hp_t_nvswitch_faults" 240
+run_test hostprep.operator_driver_prepare_waits ". /tests/operator.sh; hp_t_operator_prepare" 180
+run_test hostprep.operator_driver_agent_converges_on_insmod ". /tests/operator.sh; hp_t_operator_agent" 180
 run_test hostprep.foreign_device_refused hp_t_foreign_refused
 run_test hostprep.in_use_refused hp_t_in_use 60
 run_test hostprep.failure_mid_plan_rolls_back hp_t_mid_plan_failure 90

@@ -103,6 +103,8 @@ kernel_log() { dmesg | grep -v 'hrtimer: interrupt took'; }
 # After a failed test: put every device back to its boot driver so later tests start clean.
 restore_boot_state() {
     local b d o
+    # What a test killed by its timeout left to undo (operator.sh: the module tree, standin).
+    if [ -s $T/undo.sh ]; then echo "  | running $T/undo.sh"; sh $T/undo.sh 2>&1 | sed 's/^/  | /'; fi
     # What a failed test may have left switched on: standin's probe refusal, the nvme VFs.
     if [ -w /sys/module/standin/parameters/refuse_probe ]; then echo > /sys/module/standin/parameters/refuse_probe; fi
     if [ -w /sys/module/standin/parameters/stall_probe ]; then echo > /sys/module/standin/parameters/stall_probe; fi
