@@ -82,6 +82,16 @@ int cmdRecover(Context& ctx, const std::vector<std::string>& args) {
       }
     }
   }
+  // A function of the GPUs' slots that is not theirs (a NIC beside a GPU) would be unbound, reset
+  // and removed with them.
+  if (auto foreign = notTheGpus(*snap, *unit, sel); !foreign.empty() && !ro.force) {
+    std::vector<std::string> who;
+    for (const auto& b : foreign) who.push_back(describeFunction(*snap, b));
+    return fail(ctx, refusal("the slot of " + bdfs(unit->gpus) + " also holds " + join(who, ", ") +
+                                 ", which is not the GPU's",
+                             "recovering would unbind, reset and remove it with the GPU; pass "
+                             "--force only if you mean it"));
+  }
   if (auto holders = unitHolders(host, *snap, *unit, apply); !holders.empty()) {
     std::vector<std::string> who;
     for (const auto& h : holders) who.push_back(h.describe());

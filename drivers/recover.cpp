@@ -80,7 +80,25 @@ Result<RecoverUnit> recoverUnit(const Snapshot& s, const std::vector<Bdf>& gpus)
     u.bridge = br->bdf;
     u.bridgeResets = br->resetSubordinate;
   }
+  for (const auto& b : u.functions) {
+    const PciFunction* f = s.find(b);
+    if (f && resetOptionOf(s, *f, u.functions).way == ResetWay::kFunction) u.ownReset.push_back(b);
+  }
   return u;
+}
+
+std::vector<Bdf> notTheGpus(const Snapshot& s, const RecoverUnit& u, const SelectionOptions& opt) {
+  std::vector<Bdf> out;
+  for (const auto& b : u.functions) {
+    const PciFunction* f = s.find(b);
+    if (!f || isSelectedGpu(*f, opt)) continue;
+    const bool gpuVendor = std::any_of(u.gpus.begin(), u.gpus.end(), [&](const Bdf& g) {
+      const PciFunction* gf = s.find(g);
+      return gf && sameSlot(g, b) && gf->id.vendor == f->id.vendor;
+    });
+    if (!gpuVendor && !isCompanionClass(f->classCode)) out.push_back(b);
+  }
+  return out;
 }
 
 std::vector<std::string> recoverLadder(const Snapshot& s, const RecoverUnit& u) {
@@ -89,12 +107,9 @@ std::vector<std::string> recoverLadder(const Snapshot& s, const RecoverUnit& u) 
     const PciFunction* f = s.find(b);
     if (f && f->driver) out.push_back("unbind " + b.str() + " from " + *f->driver);
   }
-  for (const auto& b : u.functions) {
-    const PciFunction* f = s.find(b);
-    if (f && f->resetFile) {
-      ResetOption o = resetOptionOf(s, *f, u.functions);
-      out.push_back("reset " + b.str() + " (" + o.describe() + ")");
-    }
+  for (const auto& b : u.ownReset) {
+    if (const PciFunction* f = s.find(b))
+      out.push_back("reset " + b.str() + " (" + resetOptionOf(s, *f, u.functions).describe() + ")");
   }
   const std::string bus = busOf(u.functions.front()).str();
   if (!u.bridge) {
@@ -132,6 +147,7 @@ Result<RecoverOutcome> climbRecoverLadder(Kernel& k, const RecoverUnit& u,
                                           const ApplyOptions& opt) {
   Host& h = k.host;
   RecoverOutcome out;
+  std::vector<Bdf> unbound;
   // 1. Nothing stays bound: a reset or a remove under a driver is the driver's business.
   for (const auto& b : u.functions) {
     auto drv = readLinkName(h, hostPath(pciDevicePath(b), "driver"));
@@ -143,19 +159,34 @@ Result<RecoverOutcome> climbRecoverLadder(Kernel& k, const RecoverUnit& u,
       return st.error();
     }
     out.tried.push_back("unbound " + b.str() + " from " + *drv);
+    unbound.push_back(b);
   }
   auto done = [&](std::string by) {
     out.answers = true;
     out.by = std::move(by);
+    // 5. What it unbound gets a driver again, as the functions a rescan adds do: the kernel
+    // probes them (their driver_override first). The GPUs go to their mode's driver after this.
+    for (const auto& b : unbound) {
+      if (std::find(u.gpus.begin(), u.gpus.end(), b) != u.gpus.end()) continue;
+      if (!h.exists(pciDevicePath(b)) || readLinkName(h, hostPath(pciDevicePath(b), "driver")))
+        continue;
+      auto st = h.writeAttr("sys/bus/pci/drivers_probe", b.str(), opt.unbindTimeout);
+      auto drv = readLinkName(h, hostPath(pciDevicePath(b), "driver"));
+      out.tried.push_back("probed " + b.str() + ": " +
+                          (!st ? "failed (" + st.error().describe() + ")"
+                               : drv ? "on " + *drv
+                                     : std::string("no driver takes it")));
+    }
     return out;
   };
-  // 2. Each function's own reset.
+  // 2. Each function's own reset (not the kernel's bus method listed beside other functions:
+  // recoverUnit judged them).
   bool anyReset = false;
-  for (const auto& b : u.functions) {
+  for (const auto& b : u.ownReset) {
     if (!h.exists(hostPath(pciDevicePath(b), "reset"))) continue;
-    anyReset = true;
     auto st = h.writeAttr(hostPath(pciDevicePath(b), "reset"), "1", opt.unbindTimeout);
     if (!st && st.error().err == ETIMEDOUT) return named(st.error(), b, "reset");
+    if (st) anyReset = true;
     out.tried.push_back("reset " + b.str() +
                         (st ? std::string() : " failed (" + st.error().describe() + ")"));
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "drivers/executor.hpp"
+#include "drivers/selection.hpp"
 #include "drivers/snapshot.hpp"
 
 namespace hostprep {
@@ -24,11 +25,19 @@ struct RecoverUnit {
   std::optional<Bdf> bridge;     // the bridge above their bus, if the host shows one
   bool bridgeResets = false;     // it offers reset_subordinate
   std::vector<Bdf> othersOnBus;  // functions on the bus that are not the GPUs': no bus reset
+  // The functions with a reset method of their own (reset.hpp resetOptionOf: not the kernel's
+  // bus method listed for a function that shares its bus, whose reset fails with ENOTTY).
+  std::vector<Bdf> ownReset;
 };
 
 // The unit of `gpus` (BDFs the selection accepts as GPUs: the caller checked). Every GPU must sit
 // on one bus (exit 2 otherwise: recover them one bus at a time).
 Result<RecoverUnit> recoverUnit(const Snapshot& s, const std::vector<Bdf>& gpus);
+
+// The functions of the GPUs' slots that are not theirs: neither a GPU the selection takes, nor of
+// a GPU's vendor, nor a companion's class (pci.hpp isCompanionClass), as selectDevices judges a
+// group. Recovering would unbind, reset and remove them with the GPU: the command refuses.
+std::vector<Bdf> notTheGpus(const Snapshot& s, const RecoverUnit& u, const SelectionOptions& opt);
 
 // The rungs the run would try, for people (--dry-run): "unbind 0000:3b:00.1 from vfio-pci",
 // "reset 0000:3b:00.0 (flr)", "bus reset through 0000:00:01.0", "not a bus reset: bus 0000:3b
@@ -41,7 +50,9 @@ struct RecoverOutcome {
   std::vector<std::string> tried;  // what was done, in order, with what it gave
 };
 
-// Climbs the ladder on the live host. A write that fails or does not return in time
+// Climbs the ladder on the live host. Once every function answers, the functions it unbound that
+// are not the GPUs are probed again (drivers_probe: the kernel's driver, or their override), as
+// a rescan's are; the GPUs' driver is the caller's (the mode's). A write that fails or does not return in time
 // (opt.unbindTimeout) is an error naming the function; a ladder that ends with a function still
 // not answering is an outcome with answers = false (the caller says: reboot the host). Before the
 // functions are removed, run/hostprep/rescan names their bus (resolveInterruptedRescan), so a run

@@ -202,3 +202,69 @@ TEST_CASE("recover on the command line: bad input, refusals, dry run", "[recover
     CHECK_THAT(r.err, Catch::Contains("root disk"));
   }
 }
+
+// What the VM suite's hostprep.recover_real_kernel found on Debian's 6.1 (tests/vm/README.md,
+// "Resets"): a GPU left without a driver, its audio function still on snd_hda_intel.
+// A GPU left without a driver after a failed probe, its audio function still on snd_hda_intel,
+// both answering; the kernel lists "bus" for the GPU (function 0, probed before function 1 was
+// on the bus), whose reset fails with ENOTTY beside the audio function.
+std::string driverless(const std::string& gpuMethods) {
+  return R"(
+kernel: 6.1.0-test-amd64
+cmdline: intel_iommu=on
+modules: [snd_hda_intel, vfio, vfio_pci]
+available_modules: [nvidia]
+devices:
+  - {bdf: "0000:00:01.0", id: "8086:2030", class: "060400", group: 1, secondary_bus: 59, reset_subordinate: true}
+  - {bdf: "0000:3b:00.0", id: "10de:2236", class: "030200", group: 30, reset_methods: ")" +
+         gpuMethods + R"("}
+  - {bdf: "0000:3b:00.1", id: "10de:1aef", class: "040300", driver: snd_hda_intel, group: 30}
+)";
+}
+
+TEST_CASE("recover: the functions it unbound get a driver again once they answer", "[recover]") {
+  Run run(driverless("flr"));
+  auto o = run.climb();
+  CHECK(o.answers);
+  CHECK(o.by == "a function reset");
+  CHECK(run.r.driver("0000:3b:00.1") == std::optional<std::string>("snd_hda_intel"));
+  CHECK_FALSE(run.r.driver("0000:3b:00.0"));  // the GPU: the mode's driver is the caller's
+}
+
+TEST_CASE("recover: a reset that fails is no rung that worked", "[recover]") {
+  Run run(driverless("bus"));
+  auto s = readSnapshot(run.r.kernel);
+  REQUIRE(s);
+  auto ladder = recoverLadder(*s, run.unit);
+  CHECK(ladder[1] == "reset bus 0000:3b through 0000:00:01.0 (reset_subordinate)");
+  auto o = run.climb();
+  CHECK(o.answers);
+  CHECK(o.by == "a bus reset through 0000:00:01.0");
+  CHECK_FALSE(run.wrote("0000:3b:00.0/reset"));
+  CHECK(run.r.driver("0000:3b:00.1") == std::optional<std::string>("snd_hda_intel"));
+}
+
+TEST_CASE("recover: a function in the GPU's slot that is not the GPU's is refused (exit 3)",
+          "[recover][cli]") {
+  // As the VM's edu D with its e1000e at 02:00.1: unbinding, resetting or removing the GPU's
+  // slot would take the NIC with it.
+  test::Fixture fx(test::Fixture::HostYaml{R"(
+kernel: 6.1.0-test-amd64
+cmdline: intel_iommu=on
+modules: [ixgbe, vfio, vfio_pci]
+available_modules: [nvidia]
+devices:
+  - {bdf: "0000:00:01.0", id: "8086:2030", class: "060400", group: 1, secondary_bus: 59, reset_subordinate: true}
+  - {bdf: "0000:3b:00.0", id: "10de:2236", class: "030200", group: 30}
+  - {bdf: "0000:3b:00.1", id: "8086:10fb", class: "020000", driver: ixgbe, group: 30}
+)"});
+  auto before = fx.deviceState();
+  auto r = test::runHostprep(
+      {"--root", fx.root().string(), "recover", "--devices", "0000:3b:00.0", "--mode", "container"});
+  CHECK(r.exitCode == 3);
+  CHECK_THAT(r.err, Catch::Contains("0000:3b:00.1"));
+  CHECK(fx.deviceState() == before);
+  auto dry = test::runHostprep({"--root", fx.root().string(), "recover", "--devices",
+                                "0000:3b:00.0", "--dry-run"});
+  CHECK(dry.exitCode == 3);
+}
