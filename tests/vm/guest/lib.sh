@@ -122,12 +122,16 @@ restore_boot_state() {
 NPASS=0
 NFAIL=0
 NSKIP=0
-# hp.tests=PATTERN on the kernel command line (HOSTPREP_VM_TESTS for run-tests.sh) runs only the
-# tests whose name contains PATTERN; the others are not counted.
+# hp.tests=PATTERN[,PATTERN...] on the kernel command line (HOSTPREP_VM_TESTS for run-tests.sh)
+# runs only the tests whose name contains one of the PATTERNs; the others are not counted.
 ONLY_TESTS=$(sed -n 's/.*hp\.tests=\([^ ]*\).*/\1/p' /proc/cmdline 2>/dev/null)
 run_test() { # NAME FUNCTION [TIMEOUT_SECONDS]
     local name=$1 fn=$2 to=${3:-60} rc t0 t1
-    case $name in *"$ONLY_TESTS"*) ;; *) return 0 ;; esac
+    if [ -n "$ONLY_TESTS" ]; then
+        local p only=
+        for p in $(echo "$ONLY_TESTS" | tr ',' ' '); do case $name in *"$p"*) only=1 ;; esac; done
+        [ -n "$only" ] || return 0
+    fi
     rm -f $T/why $T/holders
     t0=$(now_ms)
     timeout -s KILL $to sh -c ". /tests/lib.sh; . /tests/cases.sh; set -e; $fn" > $T/$name.log 2>&1

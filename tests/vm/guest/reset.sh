@@ -166,3 +166,57 @@ hp_t_reset_never_nic_bus() {
     pci-config $P/$EDU_D cap5+4 0
     expect_boot_state
 }
+
+# (d) hostprep recover on the real kernel. The functions answer here (QEMU's edu does not fall
+# off the bus), so these show the ladder's writes, the refusals and the move to the mode's
+# driver; the fake kernel's recover_test has the silent functions.
+hp_t_recover() {
+    local n
+    modprobe vfio-pci
+    # 1. --dry-run changes nothing: C left without a driver (as after a failed probe), its audio
+    #    function still on snd_hda_intel; C marked.
+    echo $EDU_C > /sys/bus/pci/drivers/standin/unbind
+    mark $EDU_C
+    pci_state > $T/rc.before; d0=$(kernel_log | wc -l)
+    hp_expect 0 recover --dry-run --mode container $HP_IDS --devices $EDU_C
+    grep -q "reset bus 0000:01 through $RP1" $T/hp.out || die "the dry run's ladder has no bus reset through $RP1"
+    ! grep -q "reset $EDU_C" $T/hp.out || die "the ladder resets $EDU_C by its 'bus' method, which fails beside $HDA_C"
+    state_diff $T/rc.before > $T/sd.out || die "recover --dry-run changed: $(tr '\n' ';' < $T/sd.out)"
+    expect_marked $EDU_C "after recover --dry-run"
+    [ "$(kernel_log | wc -l)" = "$d0" ] || die "recover --dry-run made the kernel log: $(kernel_log | tail -n +$((d0 + 1)) | head -3)"
+    # 2. recover unbinds the audio function, resets the bus (theirs alone: the marker goes), and
+    #    puts C on standin and the audio function back on snd_hda_intel.
+    hp_expect 0 --output json recover --mode container $HP_IDS --devices $EDU_C
+    expect_drv $EDU_C standin
+    wait_drv $HDA_C snd_hda_intel 30 || die "$HDA_C on '$(drv $HDA_C)' after recover"
+    expect_reset $EDU_C "after recover"
+    grep -q "\"by\": \"a bus reset through $RP1\"" $T/hp.out || die "recover of $EDU_C: not by a bus reset through $RP1"
+    note "C: $(sed -n 's/^ *"by": "\(.*\)",*$/\1/p' $T/hp.out)"
+    expect_no_journal
+    [ ! -e /run/hostprep/rescan ] || die "recover left /run/hostprep/rescan"
+    # 3. A driverless on the root bus (no reset method, no bridge): recover brings it back to
+    #    standin (exit 0), through a remove and a rescan.
+    echo $EDU_A > /sys/bus/pci/drivers/standin/unbind
+    hp_expect 0 --output json recover --mode container $HP_IDS --devices $EDU_A
+    expect_drv $EDU_A standin
+    [ -n "$(standin_node $EDU_A)" ] || die "no /dev/standin node for $EDU_A after recover"
+    note "A: $(sed -n 's/^ *"by": "\(.*\)",*$/\1/p' $T/hp.out)"
+    # 4. Refused (exit 3): a holder on A's node; nothing changes.
+    n=$(standin_node $EDU_A)
+    hold_start $n
+    pci_state > $T/rc.before
+    hp_expect 3 recover --mode container $HP_IDS --devices $EDU_A
+    grep -q "pid $HOLD_PID" $T/hp.out || die "the refusal does not name the holder pid $HOLD_PID"
+    state_diff $T/rc.before > $T/sd.out || die "a refused recover changed: $(tr '\n' ';' < $T/sd.out)"
+    hold_stop
+    # 5. Refused (exit 3): D's slot and bus carry the e1000e NIC_D, which is not the GPU's; the
+    #    NIC stays bound and answering.
+    pci_state > $T/rc.before
+    hp_expect 3 recover --mode container $HP_IDS --devices $EDU_D
+    grep -q "$NIC_D" $T/hp.out || die "the refusal does not name $NIC_D"
+    expect_drv $NIC_D e1000e "the NIC on D's bus"
+    state_diff $T/rc.before > $T/sd.out || die "a refused recover changed: $(tr '\n' ';' < $T/sd.out)"
+    # 6. Bad input (exit 2): a function that is not a GPU.
+    hp_expect 2 recover --mode container $HP_IDS --devices $E1000E
+    expect_boot_state
+}
