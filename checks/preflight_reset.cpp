@@ -10,12 +10,15 @@
 namespace hostprep {
 namespace {
 
-// What goes with `f` when it leaves a VM: the members of its IOMMU group (a VM takes a group
-// whole), or `f` alone where the snapshot shows no group.
-std::vector<Bdf> movingWith(const Snapshot& s, const PciFunction& f) {
+// What goes with `f` when it leaves a VM: the members of its IOMMU group that prepare moves (a
+// VM takes a group whole; a foreign device in it is no target, and prepare refuses the group),
+// or `f` alone where the snapshot shows no group.
+std::vector<Bdf> movingWith(const Snapshot& s, const Selection& sel, const PciFunction& f) {
   std::vector<Bdf> out;
   if (f.iommuGroup) {
-    for (const PciFunction* m : s.groupMembers(*f.iommuGroup)) out.push_back(m->bdf);
+    for (const PciFunction* m : s.groupMembers(*f.iommuGroup)) {
+      if (sel.find(m->bdf)) out.push_back(m->bdf);
+    }
   }
   if (std::find(out.begin(), out.end(), f.bdf) == out.end()) out.push_back(f.bdf);
   return out;
@@ -129,7 +132,7 @@ CheckResult checkReset(const PlatformFacts& p, const Snapshot* s, const Selectio
     if (t.role == Role::kVf) continue;
     const PciFunction* f = s->find(t.bdf);
     if (!f) continue;
-    const std::vector<Bdf> moving = movingWith(*s, *f);
+    const std::vector<Bdf> moving = movingWith(*s, *sel, *f);
     const ResetOption o = resetOptionOf(*s, *f, moving);
     if (o.way == ResetWay::kNone) {
       none.add(o.why, f->bdf);

@@ -178,3 +178,20 @@ TEST_CASE("gpu.reset on a mixed node judges the VM GPUs only", "[preflight][rese
   CHECK_THAT(cw.detail, Catch::StartsWith("vm-passthrough: no way to reset 0000:af:00.0"));
   CHECK_THAT(cw.detail, !Catch::Contains("0000:86:00.0"));
 }
+
+// As the VM suite's edu D (tests/vm/README.md, "Resets"): a GPU whose group, slot and bus hold a
+// NIC. prepare refuses the group, and would never reset a bus that carries a device it does not
+// move; the kernel lists "bus" for the GPU (function 0), which fails beside the NIC.
+TEST_CASE("gpu.reset: a NIC in the GPU's group is not moved with it", "[preflight][reset]") {
+  Fixture fx(Fixture::HostYaml{R"(
+modules: [ixgbe, vfio, vfio_iommu_type1, vfio_pci]
+devices:
+  - {bdf: "0000:00:07.0", id: "1b36:000c", class: "060400", group: 6, secondary_bus: 2, reset_subordinate: true}
+  - {bdf: "0000:02:00.0", id: "10de:2236", class: "030200", group: 12, reset_methods: "bus"}
+  - {bdf: "0000:02:00.1", id: "8086:10d3", class: "020000", driver: ixgbe, group: 12}
+)"});
+  const auto c = check(preflightOn(fx, Mode::kVmPassthrough), "gpu.reset");
+  CHECK(c.status == CheckStatus::kWarn);
+  CHECK_THAT(c.detail, Catch::StartsWith("no way to reset 0000:02:00.0: no reset method"));
+  CHECK_THAT(c.detail, Catch::Contains("bus 0000:02 also carries 0000:02:00.1"));
+}
