@@ -13,6 +13,7 @@ run_test hostprep.reset_function_on_return ". /tests/reset.sh; hp_t_reset_functi
 run_test hostprep.reset_bus_on_return ". /tests/reset.sh; hp_t_reset_bus" 180
 run_test hostprep.reset_never_a_bus_with_a_nic ". /tests/reset.sh; hp_t_reset_never_nic_bus" 90
 run_test hostprep.recover_real_kernel ". /tests/reset.sh; hp_t_recover" 180
+run_test hostprep.reset_preflight ". /tests/reset.sh; hp_t_reset_preflight" 60
 run_test hostprep.nvswitch_round_trip ". /tests/nvswitch.sh; hp_t_nvswitch_round_trip" 120
 run_test hostprep.nvswitch_faults_roll_back ". /tests/nvswitch.sh; hp_t_nvswitch_faults" 240
 run_test hostprep.operator_driver_prepare_waits ". /tests/operator.sh; hp_t_operator_prepare" 180

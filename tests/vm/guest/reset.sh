@@ -220,3 +220,16 @@ hp_t_recover() {
     hp_expect 2 recover --mode container $HP_IDS --devices $E1000E
     expect_boot_state
 }
+
+# preflight's gpu.reset on the real kernel: C and E reset with their buses (INFO), D beside its
+# NIC has no way (WARN naming it). D's group FAILs isolation too, so the verdict is not asserted.
+hp_t_reset_preflight() {
+    hp preflight --mode vm-passthrough $HP_IDS --devices $EDU_C,$EDU_E --color never
+    grep -E "^INFO +Reset on the way back" $T/hp.out > $T/gr || die "gpu.reset is not INFO: $(grep 'Reset on the way back' $T/hp.out)"
+    grep -q "$RP1" $T/gr && grep -q "$PBRIDGE" $T/gr || die "gpu.reset does not name the bus resets: $(cat $T/gr)"
+    hp preflight --mode vm-passthrough $HP_IDS --devices $EDU_D --color never
+    grep -E "^WARN +Reset on the way back" $T/hp.out > $T/gr || die "gpu.reset for $EDU_D is not WARN: $(grep 'Reset on the way back' $T/hp.out)"
+    grep -q "$NIC_D" $T/gr || die "gpu.reset for $EDU_D does not name $NIC_D: $(cat $T/gr)"
+    note "$(cut -c1-200 $T/gr)"
+    expect_boot_state
+}
