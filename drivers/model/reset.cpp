@@ -9,7 +9,7 @@ namespace hostprep {
 
 std::string BusId::str() const {
   char buf[16];
-  std::snprintf(buf, sizeof buf, "%04x:%02x", domain, bus);
+  (void)std::snprintf(buf, sizeof buf, "%04x:%02x", domain, bus);
   return buf;
 }
 
