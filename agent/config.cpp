@@ -9,7 +9,7 @@
 #include "agent/local_file.hpp"
 #include "drivers/common/text.hpp"
 #include "drivers/common/validate.hpp"
-#include "drivers/model/journal.hpp"
+#include "drivers/seam/state_file.hpp"
 
 namespace hostprep {
 namespace {

@@ -310,14 +310,6 @@ Status writeJournal(Host& host, const Journal& j) {
 
 Status removeJournal(Host& host) { return host.removeFile(kJournalPath); }
 
-Status writeStateFile(Host& host, std::string_view path, std::string_view text) {
-  if (host.read(path).value_or("") == text) return {};  // as the last run left it
-  if (!host.exists(kStateDir)) {
-    if (auto s = host.makeDirs(kStateDir, 0755); !s) return s;
-  }
-  return host.writeFileAtomic(path, text, 0644);
-}
-
 Result<RunLock> RunLock::acquire(Host& host, std::chrono::milliseconds timeout) {
   if (auto s = host.makeDirs(kStateDir, 0700); !s) return s.error();
   auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -13,16 +13,12 @@
 
 #include "drivers/model/plan.hpp"
 #include "drivers/seam/host.hpp"
+#include "drivers/seam/state_file.hpp"
 
 namespace hostprep {
 
-inline constexpr std::string_view kStateDir = "run/hostprep";
 inline constexpr std::string_view kJournalPath = "run/hostprep/journal.json";
 inline constexpr std::string_view kLockPath = "run/hostprep/lock";
-
-// Writes one of the state files under kStateDir (last-mode, last-selection) atomically, creating
-// the directory (0755) when it is missing; a file that already holds `text` is left as it is.
-Status writeStateFile(Host& host, std::string_view path, std::string_view text);
 
 struct JournalDevice {
   Bdf bdf;

@@ -10,10 +10,10 @@
 #include "drivers/common/parsers.hpp"
 #include "drivers/common/text.hpp"
 #include "drivers/model/host_module.hpp"
-#include "drivers/model/journal.hpp"
 #include "drivers/model/operator_driver.hpp"
 #include "drivers/model/plan.hpp"
 #include "drivers/model/resource_names.hpp"
+#include "drivers/seam/state_file.hpp"
 
 namespace hostprep {
 namespace {
