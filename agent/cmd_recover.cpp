@@ -9,10 +9,10 @@
 #include "agent/options.hpp"
 #include "drivers/common/text.hpp"
 #include "drivers/model/host_module.hpp"
-#include "drivers/model/journal.hpp"
 #include "drivers/model/selection.hpp"
 #include "drivers/switch/executor.hpp"
 #include "drivers/switch/recover.hpp"
+#include "drivers/switch/run_state.hpp"
 
 namespace hostprep {
 namespace {

@@ -1,11 +1,11 @@
-// The write-ahead journal of a prepare run and the lock that serializes runs. The journal lives
+// The write-ahead journal of a prepare run, as every reader reads it (the executor writes it, and
+// takes the lock that serializes runs: drivers/switch/run_state.hpp). The journal lives
 // in <root>/run/hostprep/journal.json: written before the first step (and again when an unbind is
 // left pending), removed when the run ends cleanly. A journal found at start means a run died
 // mid-way; it holds the original driver and override of every device the plan may touch (and
 // the VF counts and vGPU devices), which is all the next run needs to put the host back.
 #pragma once
 
-#include <chrono>
 #include <optional>
 #include <set>
 #include <string>
@@ -13,12 +13,10 @@
 
 #include "drivers/model/plan.hpp"
 #include "drivers/seam/host.hpp"
-#include "drivers/seam/state_file.hpp"
 
 namespace hostprep {
 
 inline constexpr std::string_view kJournalPath = "run/hostprep/journal.json";
-inline constexpr std::string_view kLockPath = "run/hostprep/lock";
 
 struct JournalDevice {
   Bdf bdf;
@@ -60,20 +58,8 @@ struct Journal {
 std::string toJson(const Journal& j);
 Result<Journal> parseJournal(std::string_view text);
 
+// The journal a run left, nullopt when there is none (its writes: drivers/switch/run_state.hpp).
 Result<std::optional<Journal>> readJournal(const Host& host);
-Status writeJournal(Host& host, const Journal& j);
-Status removeJournal(Host& host);
-
-// An exclusive lock on run/hostprep/lock (Host::tryLock), released when destroyed.
-class RunLock {
- public:
-  // Waits up to `timeout` for another run to finish.
-  static Result<RunLock> acquire(Host& host, std::chrono::milliseconds timeout);
-
- private:
-  explicit RunLock(FileLock lock) : lock_(std::move(lock)) {}
-  FileLock lock_;
-};
 
 // Devices whose device lock a write the journal records as pending (it timed out) still holds:
 // an unbind still running (unbindStillPending), a probe still running (probeStillPending), and a

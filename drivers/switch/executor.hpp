@@ -10,11 +10,11 @@
 #include <thread>
 #include <vector>
 
-#include "drivers/model/journal.hpp"
 #include "drivers/model/plan.hpp"
 #include "drivers/seam/holders.hpp"
 #include "drivers/seam/host.hpp"
 #include "drivers/seam/kmod.hpp"
+#include "drivers/switch/run_state.hpp"
 
 namespace hostprep {
 
