@@ -1,7 +1,9 @@
-# The include check of one room of drivers/ (drivers/CMakeLists.txt runs it when the room's
-# files change): a file of drivers/<ROOM>/ includes headers of the rooms in ALLOWED only, by their
-# room's path, and nothing of agent/, checks/ or tests/.
-# Usage: cmake -DROOM=model -DALLOWED=common,seam,model -DDIR=<drivers> -DSTAMP=<file> -P rooms.cmake
+# The check of one room of drivers/ (drivers/CMakeLists.txt runs it when the room's files change):
+# a file of drivers/<ROOM>/ includes headers of the rooms in ALLOWED only, by their room's path,
+# and nothing of agent/, checks/ or tests/. With READ_ONLY, no file of the room names a Host
+# that is not const: the room reads the host and never writes it.
+# Usage: cmake -DROOM=model -DALLOWED=common,seam,model [-DREAD_ONLY=ON] -DDIR=<drivers>
+#              -DSTAMP=<file> -P rooms.cmake
 cmake_minimum_required(VERSION 3.20)
 string(REPLACE "," ";" allowed "${ALLOWED}")
 file(GLOB files "${DIR}/${ROOM}/*.cpp" "${DIR}/${ROOM}/*.hpp")
@@ -22,9 +24,25 @@ foreach(f IN LISTS files)
       string(APPEND problems "\n  ${rel} includes ${header}")
     endif()
   endforeach()
+  if(READ_ONLY)
+    file(STRINGS "${f}" lines REGEX "Host[ \t]*[&*]")
+    foreach(line IN LISTS lines)
+      string(REGEX REPLACE "const[ \t]+Host[ \t]*[&*]" "" rest "${line}")
+      if(rest MATCHES "(^|[^A-Za-z0-9_])Host[ \t]*[&*]")
+        file(RELATIVE_PATH rel "${DIR}/.." "${f}")
+        string(STRIP "${line}" line)
+        string(APPEND problems "\n  ${rel} writes through the Host: ${line}")
+      endif()
+    endforeach()
+  endif()
 endforeach()
 if(problems)
   string(REPLACE ";" ", " allowed "${allowed}")
-  message(FATAL_ERROR "drivers/${ROOM}/ may include only drivers/{${allowed}}/:${problems}")
+  if(READ_ONLY)
+    set(rule "may include only drivers/{${allowed}}/ and take only a const Host")
+  else()
+    set(rule "may include only drivers/{${allowed}}/")
+  endif()
+  message(FATAL_ERROR "drivers/${ROOM}/ ${rule}:${problems}")
 endif()
 file(TOUCH "${STAMP}")
