@@ -67,12 +67,4 @@ Result<ApplyResult> applyPlan(Kernel& k, const Plan& plan, const ApplyOptions& o
 // nothing when there was no journal.
 Result<std::optional<size_t>> recoverJournal(Kernel& k, const ApplyOptions& opt);
 
-// Moves one device to a driver and override, however it is bound now (used by rollback and
-// recovery; idempotent). When its unbind times out, `unbindPending` (if given) names the driver
-// whose remove() still runs; when its bind times out, `probePending` (if given) is set: the
-// device lock stays taken, and a journal must say so.
-Status restoreDevice(Kernel& k, const Bdf& bdf, const DeviceState& want, const ApplyOptions& opt,
-                     std::optional<std::string>* unbindPending = nullptr,
-                     bool* probePending = nullptr);
-
 }  // namespace hostprep
