@@ -11,7 +11,7 @@
 #include "agent/daemon.hpp"
 #include "agent/options.hpp"
 #include "agent/service_notify.hpp"
-#include "drivers/kmod.hpp"
+#include "drivers/seam/kmod.hpp"
 
 namespace hostprep {
 namespace {

@@ -4,10 +4,10 @@
 #include "agent/commands.hpp"
 #include "agent/config.hpp"
 #include "agent/options.hpp"
-#include "drivers/bootconfig.hpp"
-#include "drivers/device_rules.hpp"
-#include "drivers/persist.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/model/device_rules.hpp"
+#include "drivers/published/bootconfig.hpp"
+#include "drivers/published/persist.hpp"
 
 namespace hostprep {
 

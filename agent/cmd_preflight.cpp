@@ -16,12 +16,12 @@
 #include "agent/phase_clock.hpp"
 #include "checks/image.hpp"
 #include "checks/preflight.hpp"
-#include "drivers/bootconfig.hpp"
-#include "drivers/kmod.hpp"
-#include "drivers/operator_driver.hpp"
-#include "drivers/platform.hpp"
-#include "drivers/selection.hpp"
-#include "drivers/snapshot.hpp"
+#include "drivers/model/operator_driver.hpp"
+#include "drivers/model/platform.hpp"
+#include "drivers/model/selection.hpp"
+#include "drivers/model/snapshot.hpp"
+#include "drivers/published/bootconfig.hpp"
+#include "drivers/seam/kmod.hpp"
 
 namespace hostprep {
 namespace {

@@ -10,10 +10,10 @@
 #include "agent/config.hpp"
 #include "agent/converge.hpp"
 #include "agent/options.hpp"
-#include "drivers/executor.hpp"
-#include "drivers/selection.hpp"
-#include "drivers/snapshot.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/model/selection.hpp"
+#include "drivers/model/snapshot.hpp"
+#include "drivers/switch/executor.hpp"
 
 namespace hostprep {
 namespace {
@@ -91,7 +91,7 @@ json planJson(const Plan& plan, bool dryRun) {
   return j;
 }
 
-// Functions that go back from vfio without a reset, and why (drivers/reset.hpp).
+// Functions that go back from vfio without a reset, and why (drivers/model/reset.hpp).
 void printNotReset(Context& ctx, const Plan& plan, std::string_view indent) {
   for (const auto& [bdf, why] : plan.notReset) {
     ctx.out << indent << "note: " << bdf.str() << " returns from vfio without a reset (" << why

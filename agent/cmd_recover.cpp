@@ -1,5 +1,5 @@
 // hostprep recover: bring back GPUs whose functions no longer answer or sit without a driver
-// (drivers/recover.hpp climbs the ladder), then move them to their mode's driver the way
+// (drivers/switch/recover.hpp climbs the ladder), then move them to their mode's driver the way
 // prepare does (agent/converge).
 #include <nlohmann/json.hpp>
 
@@ -7,12 +7,12 @@
 #include "agent/config.hpp"
 #include "agent/converge.hpp"
 #include "agent/options.hpp"
-#include "drivers/executor.hpp"
-#include "drivers/host_module.hpp"
-#include "drivers/journal.hpp"
-#include "drivers/recover.hpp"
-#include "drivers/selection.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/model/host_module.hpp"
+#include "drivers/model/selection.hpp"
+#include "drivers/switch/executor.hpp"
+#include "drivers/switch/recover.hpp"
+#include "drivers/switch/run_state.hpp"
 
 namespace hostprep {
 namespace {

@@ -5,8 +5,8 @@
 #include <optional>
 
 #include "agent/context.hpp"
-#include "drivers/error.hpp"
-#include "drivers/mode.hpp"
+#include "drivers/common/error.hpp"
+#include "drivers/model/mode.hpp"
 
 namespace hostprep {
 

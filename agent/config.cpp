@@ -7,9 +7,9 @@
 #include <set>
 
 #include "agent/local_file.hpp"
-#include "drivers/journal.hpp"
-#include "drivers/text.hpp"
-#include "drivers/validate.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/common/validate.hpp"
+#include "drivers/seam/state_file.hpp"
 
 namespace hostprep {
 namespace {

@@ -1,7 +1,7 @@
 // The agent's YAML config, default etc/hostprep/config.yaml under the root:
 //
 //   mode: vm-passthrough            # container | vm-passthrough | vm-vgpu: the node's default
-//   devices:                        # per-GPU rules, the first match wins (drivers/device_rules)
+//   devices:                        # per-GPU rules, first match wins (drivers/model/device_rules)
 //     - match: {bdf: "0000:41:00.0"}  # also model: "10de:2330", index: 0, numa: 1
 //       mode: container
 //   selection:
@@ -31,12 +31,12 @@
 #include <string_view>
 
 #include "agent/option_values.hpp"
-#include "drivers/device_rules.hpp"
-#include "drivers/error.hpp"
-#include "drivers/host.hpp"
-#include "drivers/mode.hpp"
-#include "drivers/platform.hpp"
-#include "drivers/selection.hpp"
+#include "drivers/common/error.hpp"
+#include "drivers/model/device_rules.hpp"
+#include "drivers/model/mode.hpp"
+#include "drivers/model/platform.hpp"
+#include "drivers/model/selection.hpp"
+#include "drivers/seam/host.hpp"
 
 namespace hostprep {
 
@@ -51,7 +51,7 @@ struct AgentConfig {
   std::string nfdFeaturesPath;  // empty: not written
   std::string prometheusPath;   // empty: not written
   bool reconcile = false;
-  bool resetOnReturn = true;  // reset-on-return: reset functions leaving vfio (drivers/reset.hpp)
+  bool resetOnReturn = true;  // reset-on-return: reset what leaves vfio (drivers/model/reset.hpp)
   CcMode ccMode = CcMode::kOff;  // confidential computing asked for (preflight's gpu.cc)
 
   // The holder-nodes glob in effect.

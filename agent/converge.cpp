@@ -10,13 +10,13 @@
 #include "agent/config.hpp"
 #include "agent/local_file.hpp"
 #include "agent/phase_clock.hpp"
-#include "drivers/holders.hpp"
-#include "drivers/operator_driver.hpp"
-#include "drivers/parsers.hpp"
-#include "drivers/platform.hpp"
-#include "drivers/recover.hpp"
-#include "drivers/status.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/parsers.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/model/operator_driver.hpp"
+#include "drivers/model/platform.hpp"
+#include "drivers/published/status.hpp"
+#include "drivers/seam/holders.hpp"
+#include "drivers/switch/recover.hpp"
 
 namespace hostprep {
 

@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "agent/option_values.hpp"
-#include "drivers/device_rules.hpp"
-#include "drivers/executor.hpp"
-#include "drivers/mode.hpp"
-#include "drivers/selection.hpp"
-#include "drivers/snapshot.hpp"
-#include "drivers/vgpu_config.hpp"
+#include "drivers/model/device_rules.hpp"
+#include "drivers/model/mode.hpp"
+#include "drivers/model/selection.hpp"
+#include "drivers/model/snapshot.hpp"
+#include "drivers/model/vgpu_config.hpp"
+#include "drivers/switch/executor.hpp"
 
 namespace hostprep {
 
@@ -41,7 +41,7 @@ struct ConvergeOptions {
   // in it; no file means the embedded defaults (the half-card profile x2 per GPU).
   std::string vgpuConfigFile;
   std::string vgpuConfigName{kDefaultVgpuConfigName};
-  // Reset a function leaving vfio for a host driver (drivers/reset.hpp); --no-reset,
+  // Reset a function leaving vfio for a host driver (drivers/model/reset.hpp); --no-reset,
   // `reset-on-return: false` turn it off.
   bool resetOnReturn = true;
   // Called once per device as it moves (not in dry runs).

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <ctime>
 
-#include "drivers/parsers.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/parsers.hpp"
+#include "drivers/common/text.hpp"
 
 namespace hostprep {
 namespace {

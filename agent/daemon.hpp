@@ -20,7 +20,7 @@
 #include "agent/converge.hpp"
 #include "agent/options.hpp"
 #include "agent/status_writer.hpp"
-#include "drivers/udev.hpp"
+#include "drivers/seam/udev.hpp"
 
 namespace hostprep {
 

@@ -14,7 +14,7 @@
 
 #include "agent/commands.hpp"
 #include "agent/options.hpp"
-#include "drivers/host.hpp"
+#include "drivers/seam/host.hpp"
 
 #ifndef HOSTPREP_LIBEXEC_FROM_SBIN
 #define HOSTPREP_LIBEXEC_FROM_SBIN "../libexec/hostprep"

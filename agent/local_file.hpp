@@ -13,8 +13,8 @@
 #include <string>
 #include <string_view>
 
-#include "drivers/error.hpp"
-#include "drivers/host.hpp"
+#include "drivers/common/error.hpp"
+#include "drivers/seam/host.hpp"
 
 namespace hostprep {
 

@@ -2,8 +2,8 @@
 
 #include <cctype>
 
-#include "drivers/text.hpp"
-#include "drivers/validate.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/common/validate.hpp"
 
 namespace hostprep {
 namespace {

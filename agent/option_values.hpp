@@ -8,11 +8,11 @@
 #include <string>
 #include <string_view>
 
-#include "drivers/error.hpp"
-#include "drivers/mode.hpp"
-#include "drivers/pci.hpp"
-#include "drivers/platform.hpp"
-#include "drivers/selection.hpp"
+#include "drivers/common/error.hpp"
+#include "drivers/common/pci.hpp"
+#include "drivers/model/mode.hpp"
+#include "drivers/model/platform.hpp"
+#include "drivers/model/selection.hpp"
 
 namespace hostprep {
 

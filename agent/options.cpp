@@ -7,8 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "drivers/text.hpp"
-#include "drivers/validate.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/common/validate.hpp"
 
 namespace po = boost::program_options;
 

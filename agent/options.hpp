@@ -12,9 +12,9 @@
 #include "agent/context.hpp"
 #include "agent/converge.hpp"
 #include "agent/option_values.hpp"
-#include "drivers/error.hpp"
-#include "drivers/mode.hpp"
-#include "drivers/selection.hpp"
+#include "drivers/common/error.hpp"
+#include "drivers/model/mode.hpp"
+#include "drivers/model/selection.hpp"
 
 namespace hostprep {
 

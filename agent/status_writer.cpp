@@ -4,12 +4,12 @@
 
 #include "agent/phase_clock.hpp"
 #include "checks/preflight.hpp"
-#include "drivers/bootconfig.hpp"
-#include "drivers/kmod.hpp"
-#include "drivers/operator_driver.hpp"
-#include "drivers/parsers.hpp"
-#include "drivers/platform.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/parsers.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/model/operator_driver.hpp"
+#include "drivers/model/platform.hpp"
+#include "drivers/published/bootconfig.hpp"
+#include "drivers/seam/kmod.hpp"
 
 namespace hostprep {
 namespace {

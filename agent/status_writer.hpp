@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "agent/config.hpp"
-#include "drivers/status.hpp"
+#include "drivers/published/status.hpp"
 
 namespace hostprep {
 

@@ -15,7 +15,7 @@
 #include "checks/resource_slices.hpp"
 #include "checks/vgpu_check.hpp"
 #include "checks/workloads.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
 
 namespace hostprep {
 

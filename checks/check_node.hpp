@@ -14,8 +14,8 @@
 #include "checks/documents.hpp"
 #include "checks/resource_kinds.hpp"
 #include "checks/vgpu_configs.hpp"
-#include "drivers/error.hpp"
-#include "drivers/mode.hpp"
+#include "drivers/common/error.hpp"
+#include "drivers/model/mode.hpp"
 
 namespace hostprep {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "checks/check_node.hpp"
-#include "drivers/pci.hpp"
+#include "drivers/common/pci.hpp"
 
 namespace hostprep {
 

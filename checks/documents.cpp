@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
 
 namespace hostprep {
 namespace {

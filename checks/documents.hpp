@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "drivers/error.hpp"
+#include "drivers/common/error.hpp"
 
 namespace hostprep {
 

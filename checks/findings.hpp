@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "checks/check_node.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
 
 namespace hostprep {
 

@@ -6,7 +6,7 @@
 #include "checks/preflight_modules.hpp"
 #include "checks/preflight_persistence.hpp"
 #include "checks/preflight_vfio_cdev.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
 
 namespace hostprep {
 namespace {

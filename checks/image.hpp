@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "checks/preflight.hpp"
-#include "drivers/bootconfig.hpp"
-#include "drivers/platform.hpp"
+#include "drivers/model/platform.hpp"
+#include "drivers/published/bootconfig.hpp"
 
 namespace hostprep {
 

@@ -4,7 +4,7 @@
 
 #include "checks/findings.hpp"
 #include "checks/operands.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
 
 namespace hostprep {
 

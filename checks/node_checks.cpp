@@ -7,8 +7,8 @@
 
 #include "checks/findings.hpp"
 #include "checks/operands.hpp"
-#include "drivers/resource_names.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/model/resource_names.hpp"
 
 namespace hostprep {
 

@@ -9,8 +9,8 @@
 #include <limits>
 
 #include "checks/documents.hpp"
-#include "drivers/resource_names.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/model/resource_names.hpp"
 
 namespace hostprep {
 

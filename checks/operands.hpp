@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "drivers/mode.hpp"
+#include "drivers/model/mode.hpp"
 
 namespace hostprep {
 

@@ -13,8 +13,8 @@
 #include "checks/preflight_persistence.hpp"
 #include "checks/preflight_reset.hpp"
 #include "checks/preflight_vfio_cdev.hpp"
-#include "drivers/persist.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/published/persist.hpp"
 
 namespace hostprep {
 namespace {
@@ -242,8 +242,8 @@ CheckResult mergeModes(const std::vector<std::pair<Mode, CheckResult>>& per) {
   return out;
 }
 
-// gpu.mode-mix: is the split one hostprep can hold? The refusals are drivers/device_rules' own,
-// so preflight says exactly what prepare would.
+// gpu.mode-mix: is the split one hostprep can hold? The refusals are drivers/model/device_rules'
+// own, so preflight says exactly what prepare would.
 CheckResult checkModes(const Snapshot* s, const Selection* sel, const DeviceModes& modes,
                        const std::map<Mode, int>& split,
                        const std::vector<std::string>& ruleWarnings) {

@@ -11,7 +11,7 @@
 //   checks/preflight_modules.*      modules.vfio  modules.vgpu  modules.vgpu-firmware
 //                                   modules.host-driver  modules.nouveau  kernel.lockdown
 //   checks/preflight_gpus.*         gpu.present  iommu.groups  gpu.sriov  gpu.boot-vga  gpu.bars
-//   checks/preflight.cpp            gpu.mode-mix (the modes of a mixed node, drivers/device_rules)
+//   checks/preflight.cpp            gpu.mode-mix (a mixed node's modes, drivers/model/device_rules)
 //                                   gpu.owner (one owner per GPU: the GPU Operator's agents)
 //   checks/preflight_reset.*        gpu.reset (reset on the way back from a VM)
 //   checks/preflight_fabric.*       gpu.fabric (NVSwitches and Fabric Manager)
@@ -41,12 +41,12 @@
 #include <string_view>
 #include <vector>
 
-#include "drivers/bootconfig.hpp"
-#include "drivers/device_rules.hpp"
-#include "drivers/mode.hpp"
-#include "drivers/platform.hpp"
-#include "drivers/selection.hpp"
-#include "drivers/snapshot.hpp"
+#include "drivers/model/device_rules.hpp"
+#include "drivers/model/mode.hpp"
+#include "drivers/model/platform.hpp"
+#include "drivers/model/selection.hpp"
+#include "drivers/model/snapshot.hpp"
+#include "drivers/published/bootconfig.hpp"
 
 namespace hostprep {
 
@@ -108,7 +108,7 @@ struct HostFacts {
   const BootConfig& boot;
   std::string cmdline;  // proc/cmdline of the running kernel ("" when unreadable)
   // The host driver comes from the GPU Operator's driver container (host-driver-provider,
-  // resolved against the host: drivers/operator_driver.hpp).
+  // resolved against the host: drivers/model/operator_driver.hpp).
   bool operatorDriver = false;
   // The GPU Operator's agents seen moving GPUs on this host (operatorAgents): gpu.owner.
   std::vector<std::string> otherAgents{};

@@ -1,7 +1,7 @@
 #include "checks/preflight_cc.hpp"
 
 #include "checks/preflight_cmdline.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
 
 namespace hostprep {
 

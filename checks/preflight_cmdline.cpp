@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
 
 namespace hostprep {
 

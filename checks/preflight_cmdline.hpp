@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "drivers/bootconfig.hpp"
-#include "drivers/parsers.hpp"
+#include "drivers/common/parsers.hpp"
+#include "drivers/published/bootconfig.hpp"
 
 namespace hostprep {
 

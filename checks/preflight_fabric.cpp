@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <set>
 
-#include "drivers/host_module.hpp"
-#include "drivers/parsers.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/parsers.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/model/host_module.hpp"
 
 namespace hostprep {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "checks/preflight_cmdline.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
 
 namespace hostprep {
 namespace {

@@ -1,6 +1,6 @@
 #include "checks/preflight_modules.hpp"
 
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
 
 namespace hostprep {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
 
 namespace hostprep {
 

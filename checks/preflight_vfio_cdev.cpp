@@ -1,6 +1,6 @@
 #include "checks/preflight_vfio_cdev.hpp"
 
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
 
 namespace hostprep {
 namespace {

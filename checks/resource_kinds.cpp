@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <array>
 
-#include "drivers/resource_names.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/model/resource_names.hpp"
 
 namespace hostprep {
 namespace {

@@ -5,8 +5,8 @@
 #include <set>
 
 #include "checks/findings.hpp"
-#include "drivers/pci.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/pci.hpp"
+#include "drivers/common/text.hpp"
 
 namespace hostprep {
 

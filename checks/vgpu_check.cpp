@@ -7,9 +7,9 @@
 #include <set>
 
 #include "checks/findings.hpp"
-#include "drivers/resource_names.hpp"
-#include "drivers/text.hpp"
-#include "drivers/vgpu_profiles.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/model/resource_names.hpp"
+#include "drivers/model/vgpu_profiles.hpp"
 
 namespace hostprep {
 namespace {

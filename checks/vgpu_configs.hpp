@@ -1,13 +1,14 @@
 // The vgpu-device-manager config as check-node reads it (NVIDIA/vgpu-device-manager): the file
 // itself, or the ConfigMap the GPU Operator ships it in (kind: ConfigMap, the config under
-// data."config.yaml"). The config is parsed by drivers/vgpu_config, the same parser `prepare --mode
-// vm-vgpu` uses, so the cluster side accepts and refuses exactly what the node side does.
+// data."config.yaml"). The config is parsed by drivers/model/vgpu_config, the same parser
+// `prepare --mode vm-vgpu` uses, so the cluster side accepts and refuses exactly what the node
+// side does.
 #pragma once
 
 #include <string_view>
 
-#include "drivers/error.hpp"
-#include "drivers/vgpu_config.hpp"
+#include "drivers/common/error.hpp"
+#include "drivers/model/vgpu_config.hpp"
 
 namespace hostprep {
 

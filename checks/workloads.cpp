@@ -5,7 +5,7 @@
 #include <set>
 
 #include "checks/findings.hpp"
-#include "drivers/resource_names.hpp"
+#include "drivers/model/resource_names.hpp"
 
 namespace hostprep {
 

@@ -88,7 +88,7 @@ fi
 # (links followed) to the path the loader looks for: /usr + the path ldd printed, /lib/... and
 # /usr/lib/... being one directory in merged /usr.
 ldd_out=$(ldd "$BINARY") || die "ldd $BINARY failed"
-# libkmod and libsystemd are opened with dlopen(3) (drivers/kmod.cpp on the first module lookup,
+# libkmod and libsystemd are opened with dlopen(3) (drivers/seam/kmod.cpp on the first module lookup,
 # agent/service_notify.cpp when a service manager set NOTIFY_SOCKET), so ldd does not list them:
 # they and the libraries they need are added by name (Debian 12: libkmod2, libsystemd0).
 for soname in libkmod.so.2:libkmod2 libsystemd.so.0:libsystemd0; do

@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
 #include "tests/support/fixture.hpp"
 #include "tests/support/run.hpp"
 

@@ -5,7 +5,7 @@
 
 #include "agent/config.hpp"
 #include "agent/status_writer.hpp"
-#include "drivers/status.hpp"
+#include "drivers/published/status.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 

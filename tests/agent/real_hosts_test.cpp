@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "agent/converge.hpp"
-#include "drivers/host_module.hpp"
-#include "drivers/selection.hpp"
+#include "drivers/model/host_module.hpp"
+#include "drivers/model/selection.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 #include "tests/support/run.hpp"

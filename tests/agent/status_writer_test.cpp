@@ -1,5 +1,5 @@
 // Observing and publishing: where the desired mode comes from, the one-line summary, and what
-// publish writes (the documents themselves: tests/drivers/status_test.cpp).
+// publish writes (the documents themselves: tests/drivers/published/status_test.cpp).
 #include "agent/status_writer.hpp"
 
 #include <catch2/catch.hpp>

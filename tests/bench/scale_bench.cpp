@@ -15,15 +15,15 @@
 #include <string>
 #include <vector>
 
-#include "drivers/journal.hpp"
-#include "drivers/parsers.hpp"
-#include "drivers/plan.hpp"
-#include "drivers/resource_names.hpp"
-#include "drivers/selection.hpp"
-#include "drivers/snapshot.hpp"
-#include "drivers/status.hpp"
-#include "drivers/text.hpp"
-#include "drivers/vgpu.hpp"
+#include "drivers/common/parsers.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/model/journal.hpp"
+#include "drivers/model/plan.hpp"
+#include "drivers/model/resource_names.hpp"
+#include "drivers/model/selection.hpp"
+#include "drivers/model/snapshot.hpp"
+#include "drivers/model/vgpu.hpp"
+#include "drivers/published/status.hpp"
 #include "tests/support/fixture.hpp"
 
 using namespace hostprep;

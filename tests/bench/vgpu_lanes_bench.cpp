@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "drivers/executor.hpp"
-#include "drivers/pci.hpp"
-#include "drivers/plan.hpp"
-#include "drivers/selection.hpp"
-#include "drivers/vgpu.hpp"
+#include "drivers/common/pci.hpp"
+#include "drivers/model/plan.hpp"
+#include "drivers/model/selection.hpp"
+#include "drivers/model/vgpu.hpp"
+#include "drivers/switch/executor.hpp"
 #include "tests/support/delayed_host.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"

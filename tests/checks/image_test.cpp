@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "drivers/kmod.hpp"
+#include "drivers/seam/kmod.hpp"
 #include "tests/checks/preflight_support.hpp"
 #include "tests/support/fixture.hpp"
 

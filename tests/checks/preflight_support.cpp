@@ -2,8 +2,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "drivers/operator_driver.hpp"
-#include "drivers/selection.hpp"
+#include "drivers/model/operator_driver.hpp"
+#include "drivers/model/selection.hpp"
 #include "tests/support/fake_kernel.hpp"
 
 namespace hostprep::test {

@@ -11,7 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "checks/image.hpp"
-#include "drivers/kmod.hpp"
+#include "drivers/seam/kmod.hpp"
 #include "tests/checks/preflight_support.hpp"
 #include "tests/support/fixture.hpp"
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "drivers/executor.hpp"
-#include "drivers/selection.hpp"
-#include "drivers/snapshot.hpp"
-#include "drivers/vgpu.hpp"
-#include "drivers/vgpu_config.hpp"
+#include "drivers/model/selection.hpp"
+#include "drivers/model/snapshot.hpp"
+#include "drivers/model/vgpu.hpp"
+#include "drivers/model/vgpu_config.hpp"
+#include "drivers/switch/executor.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 

@@ -1,7 +1,7 @@
 // The agent's YAML config: a bad one is an error naming the file (exit 2, host untouched); a good
 // one has only validated names and paths.
 #include "agent/config.hpp"
-#include "drivers/parsers.hpp"
+#include "drivers/common/parsers.hpp"
 #include "tests/fuzz/fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

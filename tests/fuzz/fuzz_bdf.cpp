@@ -1,7 +1,7 @@
 // parseBdf: a Bdf that parses prints back to a canonical address that parses to itself and is a
 // safe path component.
-#include "drivers/pci.hpp"
-#include "drivers/validate.hpp"
+#include "drivers/common/pci.hpp"
+#include "drivers/common/validate.hpp"
 #include "tests/fuzz/fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

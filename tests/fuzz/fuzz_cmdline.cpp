@@ -1,6 +1,6 @@
 // parseCmdline: /proc/cmdline as words and key=value pairs. Keys never hold unquoted blanks, and
 // parsing is linear (no quadratic blow-up on long lines).
-#include "drivers/parsers.hpp"
+#include "drivers/common/parsers.hpp"
 #include "tests/fuzz/fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,6 +1,6 @@
 // parseCreatableVgpuTypes ("ID : NAME" lines from <VF>/nvidia/creatable_vgpu_types): every entry
 // it returns has a numeric id and a name, whatever the kernel (or a hostile file) wrote.
-#include "drivers/vgpu.hpp"
+#include "drivers/model/vgpu.hpp"
 #include "tests/fuzz/fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,10 +1,10 @@
 // parseDriverOverride: "(null)" and blanks are unset; anything else comes back trimmed. What the
 // name checks accept never leaves its directory.
-#include "drivers/host.hpp"
-#include "drivers/parsers.hpp"
-#include "drivers/pci.hpp"
-#include "drivers/text.hpp"
-#include "drivers/validate.hpp"
+#include "drivers/common/parsers.hpp"
+#include "drivers/common/pci.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/common/validate.hpp"
+#include "drivers/seam/host.hpp"
 #include "tests/fuzz/fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,7 +1,7 @@
 // parseJournal: a journal drives writes during recovery, so whatever it holds either fails to
 // parse or holds only valid names, and a parsed journal survives a round trip through toJson.
-#include "drivers/journal.hpp"
-#include "drivers/validate.hpp"
+#include "drivers/common/validate.hpp"
+#include "drivers/model/journal.hpp"
 #include "tests/fuzz/fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "drivers/parsers.hpp"
-#include "drivers/pci.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/parsers.hpp"
+#include "drivers/common/pci.hpp"
+#include "drivers/common/text.hpp"
 #include "tests/fuzz/fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

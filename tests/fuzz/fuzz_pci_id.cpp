@@ -1,5 +1,5 @@
 // parsePciId: an id that parses prints back as "vvvv:dddd" and parses to itself.
-#include "drivers/pci.hpp"
+#include "drivers/common/pci.hpp"
 #include "tests/fuzz/fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,6 +1,6 @@
 // pci.ids: the first two bytes pick a device id, the rest is the file. Resource names keep the
 // device plugin's alphabet and prefix whatever the file holds.
-#include "drivers/resource_names.hpp"
+#include "drivers/model/resource_names.hpp"
 #include "tests/fuzz/fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,5 +1,5 @@
 // parseProcModules: every name it returns is a valid, normalised module name.
-#include "drivers/parsers.hpp"
+#include "drivers/common/parsers.hpp"
 #include "tests/fuzz/fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,6 +1,6 @@
 // parseVgpuConfig (vgpu-device-manager's YAML): either an error that says what is wrong, or
 // configs whose type names are valid and whose counts are positive.
-#include "drivers/vgpu_config.hpp"
+#include "drivers/model/vgpu_config.hpp"
 #include "tests/fuzz/fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,6 +1,6 @@
 // parseVgpuProfiles: the profile table format. Counts stay small and non-negative whatever the
 // text says, and every entry can be looked up again.
-#include "drivers/vgpu_profiles.hpp"
+#include "drivers/model/vgpu_profiles.hpp"
 #include "tests/fuzz/fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

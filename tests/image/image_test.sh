@@ -139,7 +139,7 @@ layer_ok() {
     for lib in $(ldd "$BINARY" | sed -n -e 's/^.*=> \(\/[^ ]*\) (0x.*$/\1/p' -e 's/^[[:space:]]*\(\/[^ ]*\) (0x.*$/\1/p'); do
         [ -e "$R$lib" ] || { echo "ldd lists $lib, not in the image"; return 1; }
     done
-    # libkmod and libsystemd are opened with dlopen (drivers/kmod.cpp, agent/service_notify.cpp),
+    # libkmod and libsystemd are opened with dlopen (drivers/seam/kmod.cpp, agent/service_notify.cpp),
     # so ldd does not list them: the image has them, under the names dlopen looks for, or every
     # module lookup in the container finds nothing and an agent under systemd never says READY.
     for lib in libkmod.so.2 libsystemd.so.0; do

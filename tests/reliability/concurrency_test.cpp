@@ -4,10 +4,10 @@
 #include <mutex>
 #include <thread>
 
-#include "drivers/executor.hpp"
-#include "drivers/journal.hpp"
-#include "drivers/selection.hpp"
-#include "drivers/snapshot.hpp"
+#include "drivers/model/selection.hpp"
+#include "drivers/model/snapshot.hpp"
+#include "drivers/switch/executor.hpp"
+#include "drivers/switch/run_state.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 #include "tests/support/run.hpp"

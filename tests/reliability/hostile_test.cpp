@@ -3,12 +3,12 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
-#include "drivers/executor.hpp"
-#include "drivers/journal.hpp"
-#include "drivers/parsers.hpp"
-#include "drivers/selection.hpp"
-#include "drivers/snapshot.hpp"
-#include "drivers/validate.hpp"
+#include "drivers/common/parsers.hpp"
+#include "drivers/common/validate.hpp"
+#include "drivers/model/journal.hpp"
+#include "drivers/model/selection.hpp"
+#include "drivers/model/snapshot.hpp"
+#include "drivers/switch/executor.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 #include "tests/support/run.hpp"

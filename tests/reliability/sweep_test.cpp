@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <iostream>
 
-#include "drivers/pci.hpp"
+#include "drivers/common/pci.hpp"
 #include "tests/support/fake_kernel.hpp"
 
 using namespace hostprep;

@@ -10,7 +10,7 @@
 #include <thread>
 #include <utility>
 
-#include "drivers/host.hpp"
+#include "drivers/seam/host.hpp"
 #include "tests/support/forwarding_host.hpp"
 
 namespace hostprep::test {

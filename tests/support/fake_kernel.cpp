@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <fstream>
 
-#include "drivers/parsers.hpp"
-#include "drivers/plan.hpp"
-#include "drivers/snapshot.hpp"
-#include "drivers/text.hpp"
-#include "drivers/validate.hpp"
-#include "drivers/vgpu.hpp"
+#include "drivers/common/parsers.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/common/validate.hpp"
+#include "drivers/model/plan.hpp"
+#include "drivers/model/snapshot.hpp"
+#include "drivers/model/vgpu.hpp"
 #include "tests/support/fixture.hpp"
 
 namespace fs = std::filesystem;

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "drivers/host.hpp"
-#include "drivers/kmod.hpp"
-#include "drivers/pci.hpp"
+#include "drivers/common/pci.hpp"
+#include "drivers/seam/host.hpp"
+#include "drivers/seam/kmod.hpp"
 
 namespace hostprep::test {
 

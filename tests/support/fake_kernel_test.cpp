@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "drivers/snapshot.hpp"
+#include "drivers/model/snapshot.hpp"
 #include "tests/drivers/switch_rig.hpp"
 
 using namespace hostprep;

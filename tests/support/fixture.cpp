@@ -11,9 +11,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "drivers/parsers.hpp"
-#include "drivers/pci.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/parsers.hpp"
+#include "drivers/common/pci.hpp"
+#include "drivers/common/text.hpp"
 #include "tests/support/fake_kernel.hpp"
 
 namespace fs = std::filesystem;

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "drivers/host.hpp"
+#include "drivers/seam/host.hpp"
 
 namespace hostprep::test {
 

@@ -7,9 +7,9 @@
 #include <memory>
 #include <stdexcept>
 
-#include "drivers/executor.hpp"
-#include "drivers/journal.hpp"
-#include "drivers/snapshot.hpp"
+#include "drivers/model/journal.hpp"
+#include "drivers/model/snapshot.hpp"
+#include "drivers/switch/executor.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 
@@ -57,7 +57,7 @@ struct Rig {
     opt.unbindTimeout = std::chrono::milliseconds(200);
     // The sweeps number every kernel write and host mutation from a probe run, so the order must
     // repeat exactly: one lane at a time. (The parallel lanes get their own fault sweep in
-    // tests/drivers/executor_test.cpp, which needs no numbering to check the end state.)
+    // tests/drivers/switch/executor_test.cpp, which needs no numbering to check the end state.)
     opt.parallel = false;
     if (c.from) {
       auto res = applyPlan(k, plan(*c.from, c.fromRules, c.selection), opt);

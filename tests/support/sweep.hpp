@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "drivers/device_rules.hpp"
-#include "drivers/mode.hpp"
-#include "drivers/selection.hpp"
+#include "drivers/model/device_rules.hpp"
+#include "drivers/model/mode.hpp"
+#include "drivers/model/selection.hpp"
 
 namespace hostprep::test {
 

@@ -110,7 +110,7 @@ if [ -n "$HOSTPREP" ]; then
     [ -x "$HOSTPREP" ] || { log "not an executable: $HOSTPREP"; exit 1; }
     # Debug info only slows the guest's initramfs unpacking under TCG.
     strip --strip-debug -o "$R/usr/bin/hostprep" "$HOSTPREP" 2>/dev/null || cp "$HOSTPREP" "$R/usr/bin/hostprep"
-    # libkmod is opened with dlopen(3) when a module is loaded (drivers/kmod.cpp): ldd does not
+    # libkmod is opened with dlopen(3) when a module is loaded (drivers/seam/kmod.cpp): ldd does not
     # list it, so it and its own libraries are added by name.
     KMODLIB=$(ldconfig -p | awk '/libkmod\.so\.2 .*x86-64/ && !n++ { print $NF }')
     { ldd "$HOSTPREP"; [ -z "$KMODLIB" ] || { printf '\t%s\n' "$KMODLIB"; ldd "$KMODLIB"; }; } \
