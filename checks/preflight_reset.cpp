@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "checks/preflight_cmdline.hpp"
-#include "drivers/reset.hpp"
-#include "drivers/text.hpp"
+#include "drivers/common/text.hpp"
+#include "drivers/model/reset.hpp"
 
 namespace hostprep {
 namespace {
