@@ -56,9 +56,8 @@ ResetOption resetOptionOf(const Snapshot& s, const PciFunction& f, const std::ve
   if (f.resetFile) {
     const auto methods = f.resetMethods.value_or(std::vector<std::string>{});
     const bool own = !f.resetMethods || !shared ||
-                     std::any_of(methods.begin(), methods.end(), [](const std::string& m) {
-                       return m != "bus" && m != "cxl_bus";
-                     });
+                     std::any_of(methods.begin(), methods.end(),
+                                 [](const std::string& m) { return m != "bus" && m != "cxl_bus"; });
     if (own) {
       o.way = ResetWay::kFunction;
       o.methods = methods;

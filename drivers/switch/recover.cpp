@@ -173,9 +173,9 @@ Result<RecoverOutcome> climbRecoverLadder(Kernel& k, const RecoverUnit& u,
       auto st = h.writeAttr("sys/bus/pci/drivers_probe", b.str(), opt.unbindTimeout);
       auto drv = readLinkName(h, hostPath(pciDevicePath(b), "driver"));
       out.tried.push_back("probed " + b.str() + ": " +
-                          (!st ? "failed (" + st.error().describe() + ")"
-                               : drv ? "on " + *drv
-                                     : std::string("no driver takes it")));
+                          (!st   ? "failed (" + st.error().describe() + ")"
+                           : drv ? "on " + *drv
+                                 : std::string("no driver takes it")));
     }
     return out;
   };

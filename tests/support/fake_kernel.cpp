@@ -506,8 +506,8 @@ Status FakeKernel::apply(const std::string& p, const std::string& data) {
       // multi-function device, probed before the other functions were on the bus
       // (pci_init_capabilities runs before pci_device_add puts a function on its bus), and the
       // write then fails with ENOTTY (seen on Debian's 6.1 and 6.12, tests/vm/README.md).
-      if (auto m = readTrimmed(fs_, hostPath(parts[0], parts[1], parts[2], parts[3], parts[4],
-                                             "reset_method"))) {
+      if (auto m = readTrimmed(
+              fs_, hostPath(parts[0], parts[1], parts[2], parts[3], parts[4], "reset_method"))) {
         bool works = false;
         for (auto w : splitWords(*m)) {
           if (w != "bus" && w != "cxl_bus") {

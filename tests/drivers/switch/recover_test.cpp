@@ -260,12 +260,12 @@ devices:
   - {bdf: "0000:3b:00.1", id: "8086:10fb", class: "020000", driver: ixgbe, group: 30}
 )"});
   auto before = fx.deviceState();
-  auto r = test::runHostprep(
-      {"--root", fx.root().string(), "recover", "--devices", "0000:3b:00.0", "--mode", "container"});
+  auto r = test::runHostprep({"--root", fx.root().string(), "recover", "--devices", "0000:3b:00.0",
+                              "--mode", "container"});
   CHECK(r.exitCode == 3);
   CHECK_THAT(r.err, Catch::Contains("0000:3b:00.1"));
   CHECK(fx.deviceState() == before);
-  auto dry = test::runHostprep({"--root", fx.root().string(), "recover", "--devices",
-                                "0000:3b:00.0", "--dry-run"});
+  auto dry = test::runHostprep(
+      {"--root", fx.root().string(), "recover", "--devices", "0000:3b:00.0", "--dry-run"});
   CHECK(dry.exitCode == 3);
 }
