@@ -146,7 +146,8 @@ TEST_CASE("a device that no longer answers: responsive false, its power state, D
     CHECK(c->status == ConditionStatus::kTrue);
     CHECK(c->message == "4 device(s) answer");
     // Devices that answer carry neither field: the documents of healthy nodes stay as they were.
-    for (const auto& dev : toJson(o->doc)["devices"]) {
+    const auto healthy = toJson(o->doc);  // a range-for over a temporary's member would dangle
+    for (const auto& dev : healthy["devices"]) {
       CHECK_FALSE(dev.contains("responsive"));
       CHECK_FALSE(dev.contains("powerState"));
     }
