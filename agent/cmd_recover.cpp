@@ -19,12 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string bdfs(const std::vector<Bdf>& v) {
-  std::vector<std::string> s;
-  for (const auto& b : v) s.push_back(b.str());
-  return join(s, ", ");
-}
-
 // What would block the unbinds: the host driver's device nodes for a function on one of the
 // host module's drivers, /dev/vfio/<group> for one on vfio (executor.hpp planHolders).
 std::vector<Holder> unitHolders(const Host& host, const Snapshot& s, const RecoverUnit& u,
@@ -87,8 +81,8 @@ int cmdRecover(Context& ctx, const std::vector<std::string>& args) {
   if (auto foreign = notTheGpus(*snap, *unit, sel); !foreign.empty() && !ro.force) {
     std::vector<std::string> who;
     for (const auto& b : foreign) who.push_back(describeFunction(*snap, b));
-    return fail(ctx, refusal("the slot of " + bdfs(unit->gpus) + " also holds " + join(who, ", ") +
-                                 ", which is not the GPU's",
+    return fail(ctx, refusal("the slot of " + joinBdfs(unit->gpus) + " also holds " +
+                                 join(who, ", ") + ", which is not the GPU's",
                              "recovering would unbind, reset and remove it with the GPU; pass "
                              "--force only if you mean it"));
   }
@@ -113,7 +107,7 @@ int cmdRecover(Context& ctx, const std::vector<std::string>& args) {
     if (ctx.json()) {
       ctx.out << doc.dump(2) << "\n";
     } else {
-      ctx.out << "recover " << bdfs(unit->gpus) << " (functions " << bdfs(unit->functions)
+      ctx.out << "recover " << joinBdfs(unit->gpus) << " (functions " << joinBdfs(unit->functions)
               << ") would try, until every function answers:\n";
       for (size_t i = 0; i < ladder.size(); ++i)
         ctx.out << "  " << (i + 1) << ". " << ladder[i] << "\n";
@@ -142,13 +136,14 @@ int cmdRecover(Context& ctx, const std::vector<std::string>& args) {
   }
   if (!outcome->answers) {
     return fail(ctx,
-                sysError(bdfs(unit->functions) + ": still not answering after every rung (" +
+                sysError(joinBdfs(unit->functions) + ": still not answering after every rung (" +
                              join(ladder, "; ") + ")",
                          EIO, "reboot the host (a cold boot powers the slot off and on)"),
                 doc);
   }
   doc["by"] = outcome->by;
-  if (!ctx.json()) ctx.out << bdfs(unit->functions) << " answer again (" << outcome->by << ")\n";
+  if (!ctx.json())
+    ctx.out << joinBdfs(unit->functions) << " answer again (" << outcome->by << ")\n";
   if (!mode) {
     if (ctx.json()) {
       doc["ok"] = true;
@@ -185,7 +180,7 @@ int cmdRecover(Context& ctx, const std::vector<std::string>& args) {
   if (ctx.json()) {
     ctx.out << doc.dump(2) << "\n";
   } else {
-    ctx.out << "done: " << bdfs(unit->gpus) << " in " << toString(*mode) << "\n";
+    ctx.out << "done: " << joinBdfs(unit->gpus) << " in " << toString(*mode) << "\n";
   }
   return 0;
 }

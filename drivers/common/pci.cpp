@@ -169,4 +169,10 @@ std::optional<bool> configAnswers(std::string_view config) {
            static_cast<unsigned char>(config[1]) == 0xff);
 }
 
+std::string joinBdfs(const std::vector<Bdf>& bdfs) {
+  std::string out;
+  for (const auto& b : bdfs) out += (out.empty() ? "" : ", ") + b.str();
+  return out;
+}
+
 }  // namespace hostprep

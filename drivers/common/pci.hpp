@@ -69,6 +69,8 @@ bool isBridge(uint32_t cls);  // any 0x06xxxx
 // Functions that ride along with a GPU: audio (0x0403), USB (0x0c03), serial bus (0x0c80, UCSI).
 bool isCompanionClass(uint32_t cls);
 std::string className(uint32_t cls);  // "VGA controller", "audio device", ...
+// "0000:3b:00.0, 0000:3b:00.1" for messages.
+std::string joinBdfs(const std::vector<Bdf>& bdfs);
 // A vfio driver: vfio-pci or one of its variants (mlx5_vfio_pci, nvgrace_gpu_vfio_pci, ...).
 bool isVfioDriver(std::string_view driver);
 

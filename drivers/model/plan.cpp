@@ -647,9 +647,7 @@ Result<Plan> makePlan(const Snapshot& s, const Selection& sel, const PlanInputs&
     if (mv.changes && f && f->responsive == false) {
       return sysError(describeFunction(s, mv.bdf) + ": does not answer (its config space reads " +
                           "0xffff" + (f->powerState ? ", power state " + *f->powerState : "") + ")",
-                      EIO,
-                      "run 'hostprep recover --devices " + mv.bdf.str() +
-                          "' (a reset or a remove and rescan); if that fails, reboot the host");
+                      EIO, notAnsweringAdvice(mv.bdf));
     }
   }
   if (auto st = planVgpu(b, sel, in); !st) return st.error();

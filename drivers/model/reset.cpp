@@ -42,6 +42,11 @@ std::string ResetOption::describe() const {
   return why;
 }
 
+std::string notAnsweringAdvice(const Bdf& b) {
+  return "run 'hostprep recover --devices " + b.str() +
+         "' (a reset or a remove and rescan); if that fails, reboot the host";
+}
+
 ResetOption resetOptionOf(const Snapshot& s, const PciFunction& f, const std::vector<Bdf>& moving) {
   ResetOption o;
   const BusId bus = busOf(f.bdf);

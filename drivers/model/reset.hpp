@@ -49,6 +49,10 @@ struct ResetOption {
   std::string describe() const;      // "flr bus", "bus reset through 0000:00:1c.0", "none: ..."
 };
 
+// The advice for a function whose config space reads 0xffff (PciFunction::responsive): the plan
+// refuses it, the executor checks it again before a probe and after a reset.
+std::string notAnsweringAdvice(const Bdf& b);
+
 // How `f` can be reset when the functions `moving` (the whole set a run moves together, `f`
 // among them) are all off their drivers: its own method first (not "bus" or "cxl_bus" alone while
 // other functions share its bus); else a bus reset, when its bridge

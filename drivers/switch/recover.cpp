@@ -36,12 +36,6 @@ std::vector<std::string> silent(const Host& h, const std::vector<Bdf>& fns) {
   return out;
 }
 
-std::string bdfList(const std::vector<Bdf>& v) {
-  std::vector<std::string> s;
-  for (const auto& b : v) s.push_back(b.str());
-  return join(s, ", ");
-}
-
 Error named(Error e, const Bdf& who, std::string_view what) {
   e.message = who.str() + ": " + std::string(what) + ": " + e.message;
   e.advice = e.err == ETIMEDOUT ? "the kernel has not returned; see dmesg, and reboot the host "
@@ -117,11 +111,11 @@ std::vector<std::string> recoverLadder(const Snapshot& s, const RecoverUnit& u) 
   } else if (!u.bridgeResets) {
     out.push_back("no bus reset: " + u.bridge->str() + " offers no reset_subordinate");
   } else if (!u.othersOnBus.empty()) {
-    out.push_back("no bus reset: bus " + bus + " also carries " + bdfList(u.othersOnBus));
+    out.push_back("no bus reset: bus " + bus + " also carries " + joinBdfs(u.othersOnBus));
   } else {
     out.push_back("reset bus " + bus + " through " + u.bridge->str() + " (reset_subordinate)");
   }
-  out.push_back("remove " + bdfList(u.functions) + " and rescan " +
+  out.push_back("remove " + joinBdfs(u.functions) + " and rescan " +
                 (u.bridge ? "bus " + bus + " through " + u.bridge->str() : "the PCI tree"));
   return out;
 }
@@ -215,7 +209,7 @@ Result<RecoverOutcome> climbRecoverLadder(Kernel& k, const RecoverUnit& u,
   }
   auto rescanned = resolveInterruptedRescan(h);
   if (!rescanned) return rescanned.error();
-  out.tried.push_back("removed " + bdfList(u.functions) + " and rescanned " +
+  out.tried.push_back("removed " + joinBdfs(u.functions) + " and rescanned " +
                       (u.bridge ? "bus " + busOf(u.functions.front()).str() : "the PCI tree"));
   // The kernel adds the functions back as it enumerates them: wait for every one.
   waitFor(

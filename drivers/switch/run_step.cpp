@@ -5,6 +5,7 @@
 
 #include "drivers/common/text.hpp"
 #include "drivers/common/validate.hpp"
+#include "drivers/model/reset.hpp"
 #include "drivers/model/snapshot.hpp"
 #include "drivers/model/vgpu.hpp"
 #include "drivers/switch/vgpu_steps.hpp"
@@ -77,8 +78,7 @@ Status checkAnswers(const Host& h, const Step& st, const Bdf& b, std::string_vie
       sysError(b.str() + " does not answer " + std::string(when) + " (config space reads 0xffff" +
                    (power ? ", power state " + *power : "") + ")",
                EIO),
-      "run 'hostprep recover --devices " + b.str() +
-          "' (a reset or a remove and rescan); if that fails, reboot the host");
+      notAnsweringAdvice(b));
 }
 
 // Back from a VM, off its driver: the kernel resets the function with the first of its

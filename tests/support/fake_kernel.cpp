@@ -592,15 +592,9 @@ void FakeKernel::recoverIf(const Bdf& b, std::string_view how) {
     return w == "function" ? 1 : w == "bus" ? 2 : w == "rescan" ? 3 : 9;
   };
   if (rank(by) > rank(how)) return;
-  auto yaml = fs_.read(hostPath("fake/devices", b.str() + ".yaml"));
-  auto id = readPciFunction(fs_, b);
-  if (!yaml || !id) return;
-  std::string c(64, '\0');
-  c[0] = static_cast<char>(id->id.vendor & 0xff);
-  c[1] = static_cast<char>(id->id.vendor >> 8);
-  c[2] = static_cast<char>(id->id.device & 0xff);
-  c[3] = static_cast<char>(id->id.device >> 8);
-  (void)put(hostPath(pciDevicePath(b), "config"), c, 0644);
+  auto f = readPciFunction(fs_, b);
+  if (!f) return;
+  (void)put(hostPath(pciDevicePath(b), "config"), configBytes(f->id), 0644);
   if (fs_.exists(hostPath(pciDevicePath(b), "power_state")))
     (void)put(hostPath(pciDevicePath(b), "power_state"), "D0\n", 0644);
 }

@@ -49,17 +49,6 @@ std::string modalias(const PciId& id, const PciId& sub, uint32_t cls) {
   return buf;
 }
 
-// The first bytes of a function's config space: vendor and device ids, little-endian (the rest
-// of the header is not modelled).
-std::string configBytes(const PciId& id) {
-  std::string c(64, '\0');
-  c[0] = static_cast<char>(id.vendor & 0xff);
-  c[1] = static_cast<char>(id.vendor >> 8);
-  c[2] = static_cast<char>(id.device & 0xff);
-  c[3] = static_cast<char>(id.device >> 8);
-  return c;
-}
-
 Bdf bdfOf(const YAML::Node& n) {
   auto b = parseBdf(n.as<std::string>());
   if (!b) throw std::runtime_error("fixture: bad bdf " + n.as<std::string>());
@@ -191,6 +180,15 @@ void addDevice(const fs::path& root, const YAML::Node& d) {
 }
 
 }  // namespace
+
+std::string configBytes(const PciId& id) {
+  std::string c(64, '\0');
+  c[0] = static_cast<char>(id.vendor & 0xff);
+  c[1] = static_cast<char>(id.vendor >> 8);
+  c[2] = static_cast<char>(id.device & 0xff);
+  c[3] = static_cast<char>(id.device >> 8);
+  return c;
+}
 
 void addFixtureDevice(const fs::path& root, const std::string& yaml) {
   addDevice(root, YAML::Load(yaml));

@@ -12,6 +12,8 @@
 #include <map>
 #include <string>
 
+#include "drivers/common/pci.hpp"
+
 namespace hostprep::test {
 
 class Fixture {
@@ -47,6 +49,9 @@ class Fixture {
 // Expands a host.yaml text into sysfs/procfs files under root (exposed for tests of the
 // fixture builder itself).
 void expandHostYaml(const std::filesystem::path& root, const std::string& yaml);
+// The first bytes of a function's config space as the fixture writes them: vendor and device
+// ids, little-endian (the rest of the header is not modelled).
+std::string configBytes(const PciId& id);
 // Adds one device as host.yaml describes it (the fake kernel's rescan brings a removed function
 // back this way, from the fake/devices/<BDF>.yaml the fixture left).
 void addFixtureDevice(const std::filesystem::path& root, const std::string& yaml);
