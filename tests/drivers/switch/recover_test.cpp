@@ -132,13 +132,11 @@ TEST_CASE("recover: a run killed between the remove and the rescan loses no devi
   size_t rescanAt = 0;
   {
     Run probe(host(", recovers_by: rescan", ", recovers_by: rescan", true));
-    const size_t before = probe.r.kernel.mutationCount();
     (void)probe.climb();
     for (size_t i = 0; i < probe.r.kernel.writes().size(); ++i) {
       if (probe.r.kernel.writes()[i].find("/rescan") != std::string::npos) rescanAt = i;
     }
     REQUIRE(rescanAt > 0);
-    (void)before;
   }
   run.r.kernel.crashAt(run.r.kernel.mutationCount() + rescanAt + 1);  // + the mark's file write
   CHECK_THROWS_AS(climbRecoverLadder(run.r.k, run.unit, run.r.opt), test::FakeKernel::Crash);
