@@ -1,5 +1,7 @@
 // The host, read once: PCI functions, IOMMU groups, loaded modules, kernel release and command
 // line. Everything downstream (checks, plan, status) is a pure function of a Snapshot.
+// Its readers come with it: one function's (pci_function.hpp), and the checks for writes still
+// running in the kernel that a read goes around (pending_writes.hpp).
 #pragma once
 
 #include <functional>
@@ -11,6 +13,8 @@
 
 #include "drivers/common/parsers.hpp"
 #include "drivers/common/pci.hpp"
+#include "drivers/model/pci_function.hpp"
+#include "drivers/model/pending_writes.hpp"
 #include "drivers/seam/host.hpp"
 
 namespace hostprep {
@@ -77,70 +81,5 @@ Result<Snapshot> readSnapshot(const Host& host, const WholeFunction& whole);
 // is read again (readBindingOf): a bind or unbind does not change its identity, group or BARs.
 Result<Snapshot> refreshSnapshot(const Host& host, const Snapshot& before,
                                  const std::set<Bdf>& changed, const std::set<Bdf>& rebound = {});
-
-// Names read from sysfs are kept as the kernel shows them (a driver link's name may be anything a
-// hostile or broken root holds); whoever turns one into a path validates it first (validate.hpp).
-
-// Reads one PCI function (used by the executor to verify a step against the live kernel).
-// lockHeld: an unbind of it is pending; skip what takes the device lock (unbindPending = true).
-// light: the same function read light in this snapshot a moment ago; its id, class, modalias and
-// physfn (what a function is, not how it is bound) are taken from it instead of read again.
-std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, bool lockHeld = false,
-                                           const PciFunction* light = nullptr);
-
-// Reads again what a bind or unbind of `f` can change, or a write that sends no event: its driver,
-// driver_override, sriov_numvfs and sriov_drivers_autoprobe, device links, mdev types and vfio-dev
-// entry; keeps its identity, group, SR-IOV geometry, NUMA node, modalias, BARs and VFs (only an
-// add or remove event changes those). False when the function is gone.
-bool readBindingOf(const Host& host, PciFunction& f, bool lockHeld = false);
-
-// Is an unbind of this device from `driver` still running in the kernel? The kernel removes the
-// `driver` link before it calls the driver's remove(), so the link cannot say; a timed read of the
-// device's uevent can: it does not answer (6.1 takes the device lock the unbind holds), or it
-// says DRIVER=<driver> (6.12: dev->driver is cleared only after remove() returns). Without a
-// uevent file, a timed read of driver_override (device lock on 6.1) decides. A blocked read leaves
-// one child process waiting in the kernel until remove() returns.
-bool unbindStillPending(const Host& host, const Bdf& bdf, std::string_view driver);
-
-// Is a probe of this device (a bind or drivers_probe write that did not return) still running?
-// A probe holds the device lock (drivers/base/dd.c __driver_attach, __device_attach), so a timed
-// read of what waits for it does not answer: the device's uevent on 6.1 (driver_override where
-// there is no uevent file), a PF's sriov_numvfs on any kernel since 5.15. On 6.12 neither uevent
-// nor driver_override waits, so only a PF tells; a read of the others does not wait there, and a
-// later write to them is timed.
-bool probeStillPending(const Host& host, const Bdf& bdf);
-
-// Is a write to this PF's sriov_numvfs still running in the kernel? Its show() takes the device
-// lock the write holds (drivers/pci/iov.c sriov_numvfs_show, Linux 5.15+), so a timed read of it
-// that does not answer means yes. On older kernels the read answers, and the next write (timed)
-// finds out. A blocked read leaves one child process waiting in the kernel until it is done.
-bool numVfsWriteStillPending(const Host& host, const Bdf& pf);
-
-// Every address a VF of this PF can have: sriov_totalvfs of them, placed by sriov_offset and
-// sriov_stride (none of which takes the device lock), and whatever its virtfn links name. Not the
-// links alone: pci_iov_remove_virtfn() removes a VF's virtfn and physfn links before the VF
-// itself, so the VF a disable waits on is linked to its PF no more.
-std::vector<Bdf> vfSlots(const Host& host, const Bdf& pf);
-
-// The memory BARs 0-5 of a function's sysfs `resource` file: one line "start end flags" (hex)
-// per resource, BARs first (drivers/pci/pci-sysfs.c resource_show); unused BARs read all zero.
-// Flags are the kernel's IORESOURCE_* bits (include/linux/ioport.h).
-std::vector<PciBar> parsePciResource(std::string_view text);
-// Whether any VF BAR (`resource` lines 7-12, PCI_IOV_RESOURCES) has memory; nullopt when the
-// file stops before them (no SR-IOV capability, or a kernel without CONFIG_PCI_IOV).
-std::optional<bool> parseVfBarsAssigned(std::string_view text);
-
-// The VFIO device file of a function ("vfio3": /dev/vfio/devices/vfio3), when the kernel made one
-// (a vfio-dev/vfioN entry with a `dev` number: CONFIG_VFIO_DEVICE_CDEV) and the node is there to
-// open. nullopt otherwise.
-std::optional<std::string> vfioDeviceName(const Host& host, const Bdf& bdf);
-
-// Does the function answer (PciFunction::responsive)? Reads the first bytes of its `config`;
-// nullopt where that file cannot be read.
-std::optional<bool> readResponsive(const Host& host, const Bdf& bdf);
-
-// Host paths of a PCI function's attributes.
-std::string pciDevicePath(const Bdf& bdf);           // sys/bus/pci/devices/<bdf>
-std::string pciDriverPath(std::string_view driver);  // sys/bus/pci/drivers/<drv>
 
 }  // namespace hostprep

@@ -198,33 +198,6 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("resource: the memory BARs 0-5 with their size and 64-bit flag", "[snapshot]") {
-  // An H100 SXM5 as drivers/pci/pci-sysfs.c prints it: a 64-bit BAR takes two slots, the
-  // ROM and the SR-IOV BARs follow the six; an I/O BAR (flags 0x101) is not memory.
-  const std::string text =
-      "0x000000009c000000 0x000000009cffffff 0x0000000000140204\n"
-      "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
-      "0x0000220000000000 0x0000221fffffffff 0x000000000014220c\n"
-      "0x0000000000000000 0x0000000000000000 0x0000000000000000\n"
-      "0x0000222000000000 0x0000222001ffffff 0x000000000014220c\n"
-      "0x000000000000e000 0x000000000000e07f 0x0000000000040101\n"
-      "0x00000000c0000000 0x00000000c007ffff 0x0000000000046200\n"
-      "0x0000230000000000 0x00002307ffffffff 0x000000000014220c\n";
-  auto bars = parsePciResource(text);
-  REQUIRE(bars.size() == 3);
-  CHECK(bars[0] == PciBar{0, 16u << 20, true, false});
-  CHECK(bars[1] == PciBar{2, uint64_t{128} << 30, true, true});
-  CHECK(bars[2] == PciBar{4, 32u << 20, true, true});
-  CHECK(parseVfBarsAssigned(text) == true);  // line 8: VF BAR 1 has 32 GiB
-  CHECK(parseVfBarsAssigned("") == std::nullopt);
-  std::string empty;
-  for (int i = 0; i < 13; ++i)
-    empty += "0x0000000000000000 0x0000000000000000 0x0000000000000000\n";
-  CHECK(parseVfBarsAssigned(empty) == false);
-  CHECK(parsePciResource("").empty());
-  CHECK(parsePciResource("garbage\n0x10 0x0f 0x200\n").empty());  // end before start
-}
-
 TEST_CASE("the snapshot reads the BARs of a function that lists a resource file", "[snapshot]") {
   Fixture fx("hgx-h100");
   RootHost host(fx.root());
