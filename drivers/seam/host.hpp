@@ -161,7 +161,7 @@ class RootHost final : public Host {
 // A timed read or write whose child the kernel has not answered is left behind (no signal
 // reaches uninterruptible sleep) and becomes a zombie once the kernel lets it go. This collects
 // those that have finished and returns how many are still waiting in the kernel. The agent calls
-// it when SIGCHLD arrives; every timed read and write calls it first.
+// it when SIGCHLD arrives; every timed read and write calls it first (timed_io.cpp).
 size_t reapStrayChildren();
 
 // Convenience reads for sysfs attributes: trimmed text, or nullopt when absent or unreadable.
