@@ -1,6 +1,7 @@
-// Command-line options become typed configs here, in one file, with enums for every choice. Every
-// option is declared once, in the option table of options.cpp; its value is checked by the same
-// validator the config file uses (agent/option_values). A command's parser returns its options,
+// Command-line options become typed configs here, with enums for every choice. Every option is
+// declared once, in the option table of options.cpp, beside each command's use of it; its value
+// is checked by the same validator the config file uses (agent/option_values); the parsing they
+// share is option_parser.hpp's. A command's parser returns its options,
 // or --help with its help text (commands.hpp: exitEarly).
 #pragma once
 
