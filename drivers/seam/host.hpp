@@ -100,9 +100,9 @@ class Host {
                                        std::chrono::milliseconds timeout) const = 0;
 
   // A write to a kernel attribute (sysfs, procfs). With a timeout, the write runs in a child
-  // process (a clone(2) sharing hostprep's memory, not a fork: see host.cpp); one the kernel has
-  // not answered in time returns ETIMEDOUT and is left to finish on its own, so hostprep reports
-  // instead of hanging (an nvidia unbind can block forever).
+  // process (a clone(2) sharing hostprep's memory, not a fork: see timed_io.cpp); one the kernel
+  // has not answered in time returns ETIMEDOUT and is left to finish on its own, so hostprep
+  // reports instead of hanging (an nvidia unbind can block forever).
   virtual Status writeAttr(std::string_view path, std::string_view data,
                            std::optional<std::chrono::milliseconds> timeout = std::nullopt) = 0;
 

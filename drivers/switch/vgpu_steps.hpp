@@ -1,6 +1,6 @@
-// The executor's SR-IOV and vGPU steps, and the vGPU half of its rollback
-// (drivers/switch/executor.cpp runs them; nothing else should). Each step verifies what the kernel
-// did, as the driver moves do.
+// The executor's SR-IOV and vGPU steps, and the vGPU half of its rollback (run_step.cpp and
+// rollback.cpp run them; nothing else should). Each step verifies what the kernel did, as the
+// driver moves do.
 #pragma once
 
 #include <chrono>
