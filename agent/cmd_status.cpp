@@ -9,6 +9,7 @@
 #include "agent/local_file.hpp"
 #include "agent/options.hpp"
 #include "agent/status_writer.hpp"
+#include "drivers/published/status_formats.hpp"
 
 namespace hostprep {
 namespace {

@@ -15,6 +15,7 @@
 #include "drivers/model/operator_driver.hpp"
 #include "drivers/model/platform.hpp"
 #include "drivers/published/status.hpp"
+#include "drivers/published/status_reads.hpp"
 #include "drivers/seam/holders.hpp"
 #include "drivers/switch/recover.hpp"
 

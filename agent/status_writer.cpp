@@ -9,6 +9,8 @@
 #include "drivers/model/operator_driver.hpp"
 #include "drivers/model/platform.hpp"
 #include "drivers/published/bootconfig.hpp"
+#include "drivers/published/status_formats.hpp"
+#include "drivers/published/status_reads.hpp"
 #include "drivers/seam/kmod.hpp"
 
 namespace hostprep {

@@ -6,6 +6,7 @@
 #include "agent/config.hpp"
 #include "agent/status_writer.hpp"
 #include "drivers/published/status.hpp"
+#include "drivers/published/status_reads.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 

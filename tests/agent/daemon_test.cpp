@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "drivers/published/status_reads.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "drivers/published/status_reads.hpp"
 #include "tests/support/fixture.hpp"
 
 using namespace hostprep;

@@ -24,6 +24,7 @@
 #include "drivers/model/snapshot.hpp"
 #include "drivers/model/vgpu.hpp"
 #include "drivers/published/status.hpp"
+#include "drivers/published/status_formats.hpp"
 #include "tests/support/fixture.hpp"
 
 using namespace hostprep;

@@ -3,7 +3,7 @@
 
 #include "agent/status_writer.hpp"
 #include "checks/check_node.hpp"
-#include "drivers/published/status.hpp"
+#include "drivers/published/status_formats.hpp"
 #include "tests/checks/check_node_support.hpp"
 #include "tests/support/fixture.hpp"
 

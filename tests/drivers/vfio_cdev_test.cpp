@@ -10,6 +10,7 @@
 #include "drivers/model/selection.hpp"
 #include "drivers/model/snapshot.hpp"
 #include "drivers/published/status.hpp"
+#include "drivers/published/status_formats.hpp"
 #include "drivers/switch/executor.hpp"
 #include "tests/drivers/switch_rig.hpp"
 #include "tests/support/fake_kernel.hpp"
