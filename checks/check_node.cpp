@@ -13,6 +13,7 @@
 #include "checks/lifecycle_labels.hpp"
 #include "checks/node_checks.hpp"
 #include "checks/resource_slices.hpp"
+#include "checks/split_checks.hpp"
 #include "checks/vgpu_check.hpp"
 #include "checks/workloads.hpp"
 #include "drivers/common/text.hpp"

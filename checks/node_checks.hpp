@@ -1,6 +1,7 @@
 // The per-node checks of check-node: the effective mode, the operator's deploy labels, the
-// advertised resources and the host's own status document. Each takes the node's result (to add
-// findings to) and the facts read once from the node's documents.
+// advertised resources and the host's own status document (a mixed node's split:
+// split_checks.hpp). Each takes the node's result (to add findings to) and the facts read once
+// from the node's documents.
 #pragma once
 
 #include <cstdint>
@@ -47,16 +48,12 @@ NodeFacts readNodeFacts(const nlohmann::json& node, const Statuses& statuses,
 
 // 1. The node's effective mode (n.mode, n.modeSource, n.label) from its label and the policy.
 void decideMode(NodeResult& n, const NodeFacts& f, const Policy& policy);
-// 1b. The split a mixed node declares (n.split), or split-invalid when the labels cannot be one.
-void readSplit(NodeResult& n, const NodeFacts& f);
 // 2. nvidia.com/gpu.deploy.* against the table of operands of the node's mode.
 void checkDeployLabels(NodeResult& n, const NodeFacts& f);
 // 3. Resource kinds, zero allocatable, capacity against allocatable, the GPU count. A node without
 // a resource of its mode whose GPUs the DRA driver publishes (gpu devices on a container node,
 // vfio devices on a vm-passthrough one) is advertised by its ResourceSlices instead.
 void checkResources(NodeResult& n, const NodeFacts& f, const Policy& policy);
-// 3b. A split node's resources against its declared split, instead of checkResources.
-void checkSplit(NodeResult& n, const NodeFacts& f);
 // 4b. One owner per GPU: a node where hostprep runs (its NFD labels
 // feature.node.kubernetes.io/hostprep.*, or its status document) under a ClusterPolicy that
 // still deploys the operator's vfio-manager or vgpu-device-manager (spec.vfioManager.enabled,
