@@ -7,34 +7,22 @@
 #include "agent/status_writer.hpp"
 #include "drivers/published/status.hpp"
 #include "drivers/published/status_reads.hpp"
+#include "tests/agent/converge_rig.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 
 using namespace hostprep;
 using hostprep::test::FakeKernel;
-using hostprep::test::FakeModules;
 using hostprep::test::Fixture;
 
 namespace {
 
-struct Rig {
-  Fixture fx;
-  FakeKernel kernel;
-  FakeModules modules;
-  Kernel k;
-  explicit Rig(const std::string& scenario)
-      : fx(scenario), kernel(fx.root()), modules(kernel), k{kernel, modules} {}
-  std::optional<std::string> driver(const char* bdf) {
-    return readPciFunction(kernel, *parseBdf(bdf))->driver;
-  }
-};
+using Rig = hostprep::test::FakeHost;
+using hostprep::test::quickConverge;
 
 ConvergeOptions passthroughOf(const char* bdf) {
-  ConvergeOptions co;
-  co.mode = Mode::kVmPassthrough;
+  ConvergeOptions co = quickConverge(Mode::kVmPassthrough);
   co.selection.devices = {*parseBdf(bdf)};
-  co.unbindTimeout = std::chrono::milliseconds(500);
-  co.lockTimeout = std::chrono::milliseconds(500);
   return co;
 }
 
@@ -171,11 +159,8 @@ TEST_CASE("the agent's vGPU config is a host path, read through the Host", "[con
 namespace {
 
 ConvergeOptions splitOf(const char* passthroughBdf) {
-  ConvergeOptions co;
-  co.mode = Mode::kContainer;
+  ConvergeOptions co = quickConverge(Mode::kContainer);
   co.rules = {{{*parseBdf(passthroughBdf), {}, {}, {}}, Mode::kVmPassthrough}};
-  co.unbindTimeout = std::chrono::milliseconds(500);
-  co.lockTimeout = std::chrono::milliseconds(500);
   return co;
 }
 
@@ -192,11 +177,8 @@ devices:
   - {bdf: "0000:5e:00.0", id: "144d:a80a", class: "010802", driver: nvme, group: 40}
 )";
 
-struct SharedRig {
-  Fixture fx{Fixture::HostYaml{kSharedGroup}};
-  FakeKernel kernel{fx.root()};
-  FakeModules modules{kernel};
-  Kernel k{kernel, modules};
+struct SharedRig : hostprep::test::FakeHost {
+  SharedRig() : FakeHost(Fixture::HostYaml{kSharedGroup}) {}
 };
 
 }  // namespace

@@ -17,13 +17,12 @@
 #include <thread>
 
 #include "drivers/published/status_reads.hpp"
+#include "tests/support/fake_host.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 
 using namespace hostprep;
 using hostprep::test::FakeKernel;
-using hostprep::test::FakeModules;
-using hostprep::test::Fixture;
 
 namespace {
 
@@ -127,20 +126,13 @@ class LogCapture {
   std::ostringstream ss_;
 };
 
-struct Rig {
-  Fixture fx;
-  FakeKernel kernel;
-  FakeModules modules;
-  Kernel k;
+struct Rig : hostprep::test::FakeHost {
   std::mutex m;
   std::vector<std::string> notes;
   Agent agent;
 
   Rig(const std::string& scenario, const std::string& config, AgentOptions opt = {})
-      : fx(scenario),
-        kernel(fx.root()),
-        modules(kernel),
-        k{kernel, modules},
+      : FakeHost(scenario),
         agent(k, (prepare(config), withTimeouts(opt)), [this](const std::string& s) {
           std::lock_guard<std::mutex> l(m);
           notes.push_back(s);

@@ -11,14 +11,13 @@
 #include "agent/status_writer.hpp"
 #include "drivers/model/operator_driver.hpp"
 #include "drivers/published/status.hpp"
+#include "tests/agent/converge_rig.hpp"
 #include "tests/checks/preflight_support.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 
 using namespace hostprep;
 using namespace std::string_literals;
-using hostprep::test::FakeKernel;
-using hostprep::test::FakeModules;
 using hostprep::test::Fixture;
 
 namespace {
@@ -29,22 +28,11 @@ constexpr const char* kWaiting =
     "waiting for the host driver from the GPU Operator's driver container (module nvidia not "
     "loaded yet)";
 
-struct Rig {
-  Fixture fx;
-  FakeKernel kernel;
-  FakeModules modules;
-  Kernel k;
-  explicit Rig(const std::string& scenario)
-      : fx(scenario), kernel(fx.root()), modules(kernel), k{kernel, modules} {}
-  PciFunction fn(const char* bdf) { return *readPciFunction(kernel, *parseBdf(bdf)); }
-};
+using Rig = hostprep::test::FakeHost;
 
 ConvergeOptions containerWith(DriverProvider p) {
-  ConvergeOptions co;
-  co.mode = Mode::kContainer;
+  ConvergeOptions co = hostprep::test::quickConverge(Mode::kContainer);
   co.selection.hostDriverProvider = p;
-  co.unbindTimeout = std::chrono::milliseconds(500);
-  co.lockTimeout = std::chrono::milliseconds(500);
   return co;
 }
 

@@ -15,6 +15,7 @@
 #include "agent/converge.hpp"
 #include "drivers/model/host_module.hpp"
 #include "drivers/model/selection.hpp"
+#include "tests/agent/converge_rig.hpp"
 #include "tests/support/fake_kernel.hpp"
 #include "tests/support/fixture.hpp"
 #include "tests/support/run.hpp"
@@ -89,19 +90,11 @@ std::string transcript(const Fixture& fx, const std::vector<std::string>& args) 
   return out + "\n";
 }
 
-struct Rig {
-  Fixture fx;
-  FakeKernel kernel;
-  FakeModules modules;
-  Kernel k;
-  explicit Rig(const std::string& name)
-      : fx("real/" + name), kernel(fx.root()), modules(kernel), k{kernel, modules} {}
+struct Rig : hostprep::test::FakeHost {
+  explicit Rig(const std::string& name) : FakeHost("real/" + name) {}
 
   Status go(Mode m, const Expect& e) {
-    ConvergeOptions co;
-    co.mode = m;
-    co.unbindTimeout = std::chrono::milliseconds(500);
-    co.lockTimeout = std::chrono::milliseconds(500);
+    ConvergeOptions co = hostprep::test::quickConverge(m);
     if (!e.vgpuConfig.empty()) co.vgpuConfigFile = "/vgpu-config.yaml";
     auto c = converge(k, co);
     if (!c.status) UNSCOPED_INFO(toString(m) << ": " << c.status.error().describe());

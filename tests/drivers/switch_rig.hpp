@@ -15,24 +15,17 @@
 #include "drivers/model/vgpu.hpp"
 #include "drivers/model/vgpu_config.hpp"
 #include "drivers/switch/executor.hpp"
-#include "tests/support/fake_kernel.hpp"
-#include "tests/support/fixture.hpp"
+#include "tests/support/fake_host.hpp"
 
 namespace hostprep::test::rig {
 
-struct Rig {
-  Fixture fx;
-  FakeKernel kernel;
-  FakeModules modules;
-  Kernel k;
+struct Rig : FakeHost {
   ApplyOptions opt;
 
-  explicit Rig(const std::string& scenario)
-      : fx(scenario), kernel(fx.root()), modules(kernel), k{kernel, modules} {
+  explicit Rig(const std::string& scenario) : FakeHost(scenario) {
     opt.unbindTimeout = std::chrono::milliseconds(200);
   }
-  explicit Rig(const Fixture::HostYaml& yaml)
-      : fx(yaml), kernel(fx.root()), modules(kernel), k{kernel, modules} {
+  explicit Rig(const Fixture::HostYaml& yaml) : FakeHost(yaml) {
     opt.unbindTimeout = std::chrono::milliseconds(200);
   }
 
@@ -44,13 +37,6 @@ struct Rig {
     auto p = makePlan(*s, *sel, {mode, "nvidia", ""});
     REQUIRE(p);
     return *p;
-  }
-
-  std::optional<std::string> driver(const char* bdf) {
-    return readPciFunction(kernel, *parseBdf(bdf))->driver;
-  }
-  std::optional<std::string> override(const char* bdf) {
-    return readPciFunction(kernel, *parseBdf(bdf))->driverOverride;
   }
 };
 
@@ -89,18 +75,13 @@ vgpu-configs:
       vgpu-devices: {serial: 1}
 )";
 
-struct VRig {
-  Fixture fx;
-  FakeKernel kernel;
-  FakeModules modules;
-  Kernel k;
+struct VRig : FakeHost {
   ApplyOptions opt;
   SelectionOptions so;
   std::string hostDriver = "nvidia";
   DeviceModes modes;  // a mixed node: each listed device's mode (the others: the plan's)
 
-  explicit VRig(const std::string& scenario)
-      : fx(scenario), kernel(fx.root()), modules(kernel), k{kernel, modules} {
+  explicit VRig(const std::string& scenario) : FakeHost(scenario) {
     opt.unbindTimeout = std::chrono::milliseconds(200);
   }
 

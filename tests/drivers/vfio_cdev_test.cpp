@@ -28,9 +28,7 @@ struct Rig : hostprep::test::rig::Rig {
   explicit Rig(const std::string& scenario) : hostprep::test::rig::Rig(scenario) {
     opt.parallel = false;
   }
-  std::optional<std::string> vfioDevice(const char* bdf) {
-    return readPciFunction(kernel, *parseBdf(bdf))->vfioDevice;
-  }
+  std::optional<std::string> vfioDevice(const char* bdf) { return fn(bdf).vfioDevice; }
 };
 
 nlohmann::json statusJson(const Fixture& fx) {
