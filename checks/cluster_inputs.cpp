@@ -178,9 +178,6 @@ Result<StatusView> readStatus(const std::string& source, const json& o) {
     std::optional<uint16_t> v, id;
     if (vendor) v = hexId(*vendor);
     if (device) id = hexId(*device);
-    if (const json* r = at(dev, {"resource"}); r && r->is_string() && id) {
-      s.resourceDevice[r->get<std::string>()] = *id;
-    }
     if (role && scalarText(*role) == std::optional<std::string>("gpu")) {
       ++gpus;
       if (id && (!v || *v == kNvidiaVendor)) s.gpuDeviceIds.push_back(*id);

@@ -38,10 +38,9 @@ struct StatusView {
   std::optional<Mode> actualMode;  // nullopt: absent, or not one of the three modes
   bool hasAdvertised = false;
   std::vector<std::pair<std::string, int64_t>> advertised;
-  std::optional<int> gpus;                         // devices with role "gpu"
-  std::vector<uint16_t> gpuDeviceIds;              // NVIDIA device ids of those GPUs
-  std::map<std::string, uint16_t> resourceDevice;  // from a device's "resource" field
-  std::vector<Bdf> vfioDevices;  // the devices on vfio-pci (or nvgrace_gpu_vfio_pci)
+  std::optional<int> gpus;             // devices with role "gpu"
+  std::vector<uint16_t> gpuDeviceIds;  // NVIDIA device ids of those GPUs
+  std::vector<Bdf> vfioDevices;        // the devices on vfio-pci (or nvgrace_gpu_vfio_pci)
   // The document's permittedHostDevices (absent in documents of older versions), by resource
   // name: the selectors the host itself saw, preferred to any guess from the resource name.
   std::map<std::string, PciId> permittedPci;         // pciHostDevices: pciVendorSelector

@@ -24,7 +24,6 @@ std::string underscored(std::string_view selector) {
 }
 
 std::optional<uint16_t> deviceOf(const StatusView& st, const std::string& resource) {
-  if (auto it = st.resourceDevice.find(resource); it != st.resourceDevice.end()) return it->second;
   // One passthrough resource and one GPU model on the node: they are the same device.
   int pt = 0;
   bool listed = false;
