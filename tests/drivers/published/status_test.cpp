@@ -274,14 +274,6 @@ TEST_CASE("NFD features and the Prometheus textfile", "[status]") {
   }
 }
 
-TEST_CASE("times are RFC 3339 UTC both ways", "[status]") {
-  CHECK(formatTime(kNow) == "2024-05-01T12:00:00Z");
-  CHECK(parseTime("2024-05-01T12:00:00Z") == std::optional<std::time_t>(kNow));
-  CHECK_FALSE(parseTime("2024-05-01 12:00:00"));
-  CHECK_FALSE(parseTime("2024-05-01T12:00:00+02:00"));
-  CHECK(parseConditions("not json").empty());
-}
-
 TEST_CASE("the schema validator rejects what the schema forbids", "[status][schema]") {
   const auto sch = schema();
   Fixture fx("status-passthrough-done");
