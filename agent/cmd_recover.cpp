@@ -7,6 +7,7 @@
 #include "agent/config.hpp"
 #include "agent/converge.hpp"
 #include "agent/options.hpp"
+#include "agent/status_writer.hpp"
 #include "drivers/common/text.hpp"
 #include "drivers/model/host_module.hpp"
 #include "drivers/model/selection.hpp"
@@ -49,7 +50,15 @@ int cmdRecover(Context& ctx, const std::vector<std::string>& args) {
   if (!cfg) return fail(ctx, cfg.error());
   SelectionOptions sel = cfg->selection;
   ro.selection.applyTo(sel);
-  const std::optional<Mode> mode = ro.mode ? ro.mode : cfg->mode;
+  // The mode as status sees it: --mode, else the config's (with its devices rules), else the last
+  // prepare's (with its split).
+  StatusRequest desired;
+  desired.config = *cfg;
+  desired.modeOverride = ro.mode;
+  std::vector<DeviceRule> rules;
+  const auto desiredNow = desiredMode(host, desired, &rules);
+  const std::optional<Mode> mode = desiredNow.first;
+  const std::string& modeSource = desiredNow.second;
 
   // The GPUs --devices names (a function that is not a GPU hostprep selects is bad input), and
   // every function of their slots.
@@ -95,9 +104,13 @@ int cmdRecover(Context& ctx, const std::vector<std::string>& args) {
 
   const auto ladder = recoverLadder(*snap, *unit);
   const std::string bindText =
-      mode ? "then move them to " + std::string(toString(*mode)) + "'s driver, as prepare does"
-           : "then leave them on the driver the kernel gives them (no --mode, no mode in the "
-             "config)";
+      mode ? "then move them to " + std::string(toString(*mode)) + "'s driver (" +
+                 (modeSource == "flag"     ? std::string("--mode")
+                  : modeSource == "config" ? std::string("the config's mode")
+                                           : std::string("the last prepare's mode")) +
+                 "), as prepare does"
+           : "then probe them: the driver the kernel gives them (no --mode, no mode in the "
+             "config, no prepare since boot)";
   json doc{{"devices", json::array()}, {"functions", json::array()}, {"dry_run", ro.dryRun}};
   for (const auto& g : unit->gpus) doc["devices"].push_back(g.str());
   for (const auto& f : unit->functions) doc["functions"].push_back(f.str());
@@ -126,7 +139,7 @@ int cmdRecover(Context& ctx, const std::vector<std::string>& args) {
     if (!lock) return fail(ctx, lock.error());
     if (auto rec = recoverJournal(kernel, apply); !rec) return fail(ctx, rec.error());
     if (auto rescan = resolveInterruptedRescan(host); !rescan) return fail(ctx, rescan.error());
-    outcome = climbRecoverLadder(kernel, *unit, apply);
+    outcome = climbRecoverLadder(kernel, *unit, apply, /*probeGpus=*/!mode);
   }
   if (!outcome) return fail(ctx, outcome.error(), doc);
   doc["tried"] = outcome->tried;
@@ -149,8 +162,8 @@ int cmdRecover(Context& ctx, const std::vector<std::string>& args) {
       doc["ok"] = true;
       ctx.out << doc.dump(2) << "\n";
     } else {
-      ctx.out << "no mode (--mode, or mode in the config): left on the driver the kernel gave "
-                 "them\n";
+      ctx.out << "no mode (--mode, the config's, or the last prepare's): on the driver the kernel "
+                 "gave them\n";
     }
     return 0;
   }
@@ -158,7 +171,7 @@ int cmdRecover(Context& ctx, const std::vector<std::string>& args) {
   // Their mode's driver, the way prepare moves them.
   ConvergeOptions co;
   co.mode = *mode;
-  if (!ro.mode) co.rules = cfg->rules;
+  co.rules = rules;
   co.selection = sel;
   co.selection.devices = unit->gpus;
   co.lockTimeout = ro.lockTimeout;

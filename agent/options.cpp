@@ -316,12 +316,13 @@ Brings back GPUs whose functions no longer answer (config space reads 0xffff: af
 D3cold, fallen off the bus) or sit without a driver. Unbinds what is bound, then tries, until
 every function of the GPUs' slots answers: each function's reset; a reset of their bus through
 its bridge (only when the bus is the GPUs' alone); removing the functions and rescanning the
-bus. Then moves them to the mode's driver as prepare does (--mode, else the config's mode).
+bus. Then moves them to the mode's driver as prepare does (--mode, else the config's mode, else
+the last prepare's), or without one probes them (the driver the kernel gives them).
 )",
           {{"devices", "the GPUs to recover, BDF,... on one bus (their slots' functions follow)"},
            {"mode",
             "container | vm-passthrough | vm-vgpu: the driver to bind once they answer (default: "
-            "the config's mode; none: left on the driver the kernel gives them)"},
+            "the config's mode, else the last prepare's; none: the driver the kernel gives them)"},
            {"dry-run", "print what would be tried and change nothing"},
            {"force", "recover a GPU whose IOMMU group holds the root filesystem's disk"},
            {"no-reset"},

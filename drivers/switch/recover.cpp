@@ -137,8 +137,8 @@ Result<bool> resolveInterruptedRescan(Host& host) {
   return true;
 }
 
-Result<RecoverOutcome> climbRecoverLadder(Kernel& k, const RecoverUnit& u,
-                                          const ApplyOptions& opt) {
+Result<RecoverOutcome> climbRecoverLadder(Kernel& k, const RecoverUnit& u, const ApplyOptions& opt,
+                                          bool probeGpus) {
   Host& h = k.host;
   RecoverOutcome out;
   std::vector<Bdf> unbound;
@@ -159,9 +159,15 @@ Result<RecoverOutcome> climbRecoverLadder(Kernel& k, const RecoverUnit& u,
     out.answers = true;
     out.by = std::move(by);
     // 5. What it unbound gets a driver again, as the functions a rescan adds do: the kernel
-    // probes them (their driver_override first). The GPUs go to their mode's driver after this.
-    for (const auto& b : unbound) {
-      if (std::find(u.gpus.begin(), u.gpus.end(), b) != u.gpus.end()) continue;
+    // probes them (their driver_override first). The GPUs go to their mode's driver after this;
+    // without a mode they are probed as well, bound before or not (a probe that failed once).
+    std::vector<Bdf> probe;
+    for (const auto& b : u.functions) {
+      const bool gpu = std::find(u.gpus.begin(), u.gpus.end(), b) != u.gpus.end();
+      const bool wasUnbound = std::find(unbound.begin(), unbound.end(), b) != unbound.end();
+      if (gpu ? probeGpus : wasUnbound) probe.push_back(b);
+    }
+    for (const auto& b : probe) {
       if (!h.exists(pciDevicePath(b)) || readLinkName(h, hostPath(pciDevicePath(b), "driver")))
         continue;
       auto st = h.writeAttr("sys/bus/pci/drivers_probe", b.str(), opt.unbindTimeout);

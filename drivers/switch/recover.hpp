@@ -52,12 +52,14 @@ struct RecoverOutcome {
 
 // Climbs the ladder on the live host. Once every function answers, the functions it unbound that
 // are not the GPUs are probed again (drivers_probe: the kernel's driver, or their override), as
-// a rescan's are; the GPUs' driver is the caller's (the mode's). A write that fails or does not
+// a rescan's are; the GPUs' driver is the caller's (the mode's), or, with probeGpus (the caller
+// has no mode), every GPU still without a driver is probed too. A write that fails or does not
 // return in time (opt.unbindTimeout) is an error naming the function; a ladder that ends with a
 // function still not answering is an outcome with answers = false (the caller says: reboot the
 // host). Before the functions are removed, run/hostprep/rescan names their bus
 // (resolveInterruptedRescan), so a run killed between the remove and the rescan loses no device.
-Result<RecoverOutcome> climbRecoverLadder(Kernel& k, const RecoverUnit& u, const ApplyOptions& opt);
+Result<RecoverOutcome> climbRecoverLadder(Kernel& k, const RecoverUnit& u, const ApplyOptions& opt,
+                                          bool probeGpus = false);
 
 // A recover that died between removing functions and rescanning: rescans the bus it named (the
 // whole PCI tree when its bridge is gone) and removes the mark. Every run that takes the lock

@@ -230,6 +230,50 @@ TEST_CASE("recover: the functions it unbound get a driver again once they answer
   CHECK_FALSE(run.r.driver("0000:3b:00.0"));  // the GPU: the mode's driver is the caller's
 }
 
+TEST_CASE("recover without a mode probes the GPUs too: their override, else the kernel's driver",
+          "[recover]") {
+  // The GPU left on vfio-pci by a VM: the probe follows its driver_override.
+  Run pinned(driverless("flr\", driver: vfio-pci, driver_override: \"vfio-pci"));
+  auto RecoverWithout = [](Run& run) {
+    auto o = climbRecoverLadder(run.r.k, run.unit, run.r.opt, /*probeGpus=*/true);
+    REQUIRE(o);
+    return *o;
+  };
+  auto o = RecoverWithout(pinned);
+  CHECK(o.answers);
+  CHECK(pinned.r.driver("0000:3b:00.0") == std::optional<std::string>("vfio-pci"));
+  CHECK(pinned.r.driver("0000:3b:00.1") == std::optional<std::string>("snd_hda_intel"));
+  CHECK_THAT(o.tried, Catch::VectorContains(std::string("probed 0000:3b:00.0: on vfio-pci")));
+  // No override: what the kernel's probe takes it with (nvidia is not loaded: no driver, said so).
+  Run bare(driverless("flr"));
+  o = RecoverWithout(bare);
+  CHECK(o.answers);
+  CHECK_FALSE(bare.r.driver("0000:3b:00.0"));
+  CHECK_THAT(o.tried,
+             Catch::VectorContains(std::string("probed 0000:3b:00.0: no driver takes it")));
+}
+
+TEST_CASE("recover's mode: --mode, else the config's, else the last prepare's", "[recover][cli]") {
+  test::Fixture fx(test::Fixture::HostYaml{driverless("flr")});
+  auto then = [&](std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--root",  fx.root().string(), "--output",     "json",
+                                  "recover", "--devices",        "0000:3b:00.0", "--dry-run"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = test::runHostprep(args);
+    REQUIRE(r.exitCode == 0);
+    return nlohmann::json::parse(r.out)["then"].get<std::string>();
+  };
+  CHECK_THAT(then(), Catch::StartsWith("then probe them"));
+  fx.write("run/hostprep/last-mode", "vm-passthrough\n");
+  CHECK(then() ==
+        "then move them to vm-passthrough's driver (the last prepare's mode), as "
+        "prepare does");
+  fx.write("etc/hostprep/config.yaml", "mode: container\n");
+  CHECK_THAT(then(), Catch::StartsWith("then move them to container's driver (the config's mode)"));
+  CHECK_THAT(then({"--mode", "vm-vgpu"}),
+             Catch::StartsWith("then move them to vm-vgpu's driver (--mode)"));
+}
+
 TEST_CASE("recover: a reset that fails is no rung that worked", "[recover]") {
   Run run(driverless("bus"));
   auto s = readSnapshot(run.r.kernel);
