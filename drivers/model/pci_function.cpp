@@ -118,6 +118,10 @@ struct FunctionDir {
   // `present` points into `entries`: filled once the object has its final address.
   void index() { present = {entries.begin(), entries.end()}; }
   bool has(std::string_view name) const { return entries.empty() || present.count(name) != 0; }
+  // Whether the file is there: the listing says so; without one, the file is looked up.
+  bool shows(const Host& host, std::string_view name) const {
+    return entries.empty() ? host.exists(at(name)) : present.count(name) != 0;
+  }
   std::string at(std::string_view name) const { return hostPath(dir, name); }
 };
 
@@ -152,12 +156,15 @@ void readBindingState(const Host& host, const Bdf& bdf, const FunctionDir& d, bo
   }
   f.vfioDevice = d.has("vfio-dev") ? vfioDeviceName(host, bdf) : std::nullopt;
   // Whether it answers and its power state change without an event (a VM's crash, a link
-  // down): read again with the binding. Not while a pending write holds its lock.
+  // down): read again with the binding. Not while a pending write holds its lock. The power state
+  // first: a read of `config` resumes a function in D3cold before it reads (drivers/pci/pci.c,
+  // pci_config_pm_runtime_get, as for lspci), so power_state read after it says D0, or whatever
+  // the failed resume left, instead of where the function was.
   f.responsive.reset();
   f.powerState.reset();
   if (!lockHeld) {
-    if (d.has("config")) f.responsive = readResponsive(host, bdf);
     if (d.has("power_state")) f.powerState = readTrimmed(host, d.at("power_state"));
+    if (d.has("config")) f.responsive = readResponsive(host, bdf);
   }
 }
 
@@ -282,7 +289,7 @@ std::optional<PciFunction> readPciFunction(const Host& host, const Bdf& bdf, boo
       f.vfBarsAssigned = parseVfBarsAssigned(*r);
     }
   }
-  f.resetFile = d->has("reset") && host.exists(d->at("reset"));
+  f.resetFile = d->shows(host, "reset");
   if (d->has("reset_method")) {
     if (auto m = readTrimmed(host, d->at("reset_method"))) {
       f.resetMethods.emplace();
