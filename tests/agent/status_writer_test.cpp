@@ -4,7 +4,6 @@
 
 #include <catch2/catch.hpp>
 
-#include "drivers/published/status_reads.hpp"
 #include "tests/support/fixture.hpp"
 
 using namespace hostprep;
@@ -30,10 +29,8 @@ TEST_CASE("the last prepare's split is the desired mode, over its mode, until th
           "[status][mixed]") {
   Fixture fx;
   RootHost host(fx.root());
-  const LastMode split{Mode::kContainer,
-                       {{*parseBdf("0000:41:00.0"), Mode::kVmPassthrough},
-                        {*parseBdf("0000:42:00.0"), Mode::kContainer}}};
-  REQUIRE(writeLastMode(host, split));
+  fx.write("run/hostprep/last-mode",
+           "container\n0000:41:00.0 vm-passthrough\n0000:42:00.0 container\n");
   std::vector<DeviceRule> rules;
   StatusRequest r;
   CHECK(desiredMode(host, r, &rules) ==
