@@ -1,7 +1,6 @@
 #include "checks/kubevirt_check.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -43,15 +42,6 @@ struct PatchEntries {
   std::map<std::string, nlohmann::json> pci, mdev;
   std::set<std::string> unknownDevice;  // passthrough resources whose device id no input gives
 };
-
-// KubeVirt's pciVendorSelector, upper-case as its user guide writes it ("10DE:1EB8";
-// https://kubevirt.io/user-guide/compute/host-devices/).
-std::string upperSelector(PciId id) {
-  std::string s = hexDigits(id.vendor, 4) + ":" + hexDigits(id.device, 4);
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
-  return s;
-}
 
 // The PCI id a passthrough resource stands for: the node's status document's own
 // permittedHostDevices entry (the function the host saw the plugin name it after), else a
@@ -146,7 +136,7 @@ void checkKubeVirt(CheckNodeReport& report, const KubeVirtView& kv, const Status
                                             {"resourceName", r.name},
                                             {"externalResourceProvider", true}});
         } else if (id) {
-          patch.pci.emplace(r.name, nlohmann::json{{"pciVendorSelector", upperSelector(*id)},
+          patch.pci.emplace(r.name, nlohmann::json{{"pciVendorSelector", pciVendorSelector(*id)},
                                                    {"resourceName", r.name},
                                                    {"externalResourceProvider", true}});
         } else {
@@ -160,7 +150,7 @@ void checkKubeVirt(CheckNodeReport& report, const KubeVirtView& kv, const Status
                                   ", externalResourceProvider: true} under spec.configuration."
                                   "permittedHostDevices.mediatedDevices"
                             : "add {pciVendorSelector: \"" +
-                                  (id ? upperSelector(*id) : std::string("10DE:<device id>")) +
+                                  (id ? pciVendorSelector(*id) : std::string("10DE:<device id>")) +
                                   "\", resourceName: " + r.name +
                                   ", externalResourceProvider: true} under spec.configuration."
                                   "permittedHostDevices.pciHostDevices",
@@ -209,7 +199,8 @@ void checkKubeVirt(CheckNodeReport& report, const KubeVirtView& kv, const Status
       }
       const std::optional<PciId> device = pciIdOf(st, r.name);
       if (sel->vendor != kNvidiaVendor || (device && *sel != *device)) {
-        const std::string want = upperSelector(device.value_or(PciId{kNvidiaVendor, sel->device}));
+        const std::string want =
+            pciVendorSelector(device.value_or(PciId{kNvidiaVendor, sel->device}));
         addFinding(n, "kubevirt-selector-mismatch", Severity::kError,
                    "pciVendorSelector '" + *e->selector + "' of " + r.name +
                        " does not match the device " +

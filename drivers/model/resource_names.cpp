@@ -84,4 +84,10 @@ std::string vgpuResourceName(std::string_view typeName) {
   return std::string(kResourcePrefix) + underscoreSpaces(trim(typeName));
 }
 
+std::string pciVendorSelector(const PciId& id) {
+  std::string s = hexDigits(id.vendor, 4) + ":" + hexDigits(id.device, 4);
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
 }  // namespace hostprep

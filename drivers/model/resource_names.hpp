@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "drivers/common/pci.hpp"
+
 namespace hostprep {
 
 inline constexpr std::string_view kResourcePrefix = "nvidia.com/";
@@ -29,5 +31,9 @@ std::string passthroughResourceName(std::string_view pciIds, uint16_t device);
 // A vGPU type name as the plugin turns it into a resource: whitespace runs to '_', case kept.
 // "NVIDIA A10-12Q" -> "nvidia.com/NVIDIA_A10-12Q".
 std::string vgpuResourceName(std::string_view typeName);
+
+// KubeVirt's pciVendorSelector for a PCI id, "vendor_id:product_id" written upper-case as its user
+// guide writes it ("10DE:1EB8"; https://kubevirt.io/user-guide/compute/host-devices/).
+std::string pciVendorSelector(const PciId& id);
 
 }  // namespace hostprep

@@ -1,7 +1,6 @@
 #include "drivers/published/advertised.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <set>
 
 #include "drivers/common/text.hpp"
@@ -41,14 +40,6 @@ std::vector<PluginPassthrough> pluginPassthrough(const Snapshot& s,
     out.push_back({&f, resource->second});
   }
   return out;
-}
-
-// KubeVirt's pciVendorSelector: "vendor_id:product_id", written upper-case as in its user guide
-// ("10DE:1EB8"; https://kubevirt.io/user-guide/compute/host-devices/).
-std::string vendorSelector(const PciId& id) {
-  std::string s = hexDigits(id.vendor, 4) + ":" + hexDigits(id.device, 4);
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
 }
 
 }  // namespace
@@ -95,7 +86,7 @@ Advertised advertise(const Snapshot& s, const VgpuHost& v, const Selection& sel,
   std::map<std::string, std::string> pci, mediated;
   for (const auto& p : passthrough) {
     ++out.resources[p.resource];
-    pci.try_emplace(p.resource, vendorSelector(p.fn->id));
+    pci.try_emplace(p.resource, pciVendorSelector(p.fn->id));
   }
   for (const auto& d : observedVgpus(v)) {
     if (d.typeName.empty()) continue;

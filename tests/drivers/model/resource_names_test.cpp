@@ -72,3 +72,9 @@ TEST_CASE("vGPU resource names keep case and underscore whitespace", "[naming]")
   CHECK(vgpuResourceName("GRID P100X-1B") == "nvidia.com/GRID_P100X-1B");
   CHECK(vgpuResourceName(" NVIDIA  H200X-141C\n") == "nvidia.com/NVIDIA_H200X-141C");
 }
+
+TEST_CASE("KubeVirt's pciVendorSelector is the id upper-case, as its user guide writes it",
+          "[naming]") {
+  CHECK(pciVendorSelector({0x10de, 0x1eb8}) == "10DE:1EB8");
+  CHECK(pciVendorSelector({0x10de, 0x2236}) == "10DE:2236");
+}
