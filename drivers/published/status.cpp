@@ -2,9 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
-#include <cerrno>
-#include <cstdio>
 #include <set>
 
 #include "drivers/common/parsers.hpp"
@@ -13,7 +10,6 @@
 #include "drivers/model/operator_driver.hpp"
 #include "drivers/model/plan.hpp"
 #include "drivers/model/resource_names.hpp"
-#include "drivers/seam/state_file.hpp"
 
 namespace hostprep {
 namespace {

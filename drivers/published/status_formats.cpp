@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "drivers/common/parsers.hpp"
 #include "drivers/common/text.hpp"
 
 namespace hostprep {

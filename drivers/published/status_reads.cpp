@@ -2,7 +2,6 @@
 
 #include <cerrno>
 
-#include "drivers/common/parsers.hpp"
 #include "drivers/common/text.hpp"
 #include "drivers/seam/state_file.hpp"
 
