@@ -45,8 +45,8 @@ struct Run {
     REQUIRE(u);
     unit = *u;
   }
-  RecoverOutcome climb() {
-    auto o = climbRecoverLadder(r.k, unit, r.opt);
+  RecoverOutcome climb(bool probeGpus = false) {
+    auto o = climbRecoverLadder(r.k, unit, r.opt, probeGpus);
     REQUIRE(o);
     return *o;
   }
@@ -203,10 +203,9 @@ TEST_CASE("recover on the command line: bad input, refusals, dry run", "[recover
 }
 
 // What the VM suite's hostprep.recover_real_kernel found on Debian's 6.1 (tests/vm/README.md,
-// "Resets"): a GPU left without a driver, its audio function still on snd_hda_intel.
-// A GPU left without a driver after a failed probe, its audio function still on snd_hda_intel,
-// both answering; the kernel lists "bus" for the GPU (function 0, probed before function 1 was
-// on the bus), whose reset fails with ENOTTY beside the audio function.
+// "Resets"): a GPU left without a driver after a failed probe, its audio function still on
+// snd_hda_intel, both answering; the kernel lists "bus" for the GPU (function 0, probed before
+// function 1 was on the bus), whose reset fails with ENOTTY beside the audio function.
 std::string driverless(const std::string& gpuMethods) {
   return R"(
 kernel: 6.1.0-test-amd64
@@ -234,19 +233,14 @@ TEST_CASE("recover without a mode probes the GPUs too: their override, else the 
           "[recover]") {
   // The GPU left on vfio-pci by a VM: the probe follows its driver_override.
   Run pinned(driverless("flr\", driver: vfio-pci, driver_override: \"vfio-pci"));
-  auto RecoverWithout = [](Run& run) {
-    auto o = climbRecoverLadder(run.r.k, run.unit, run.r.opt, /*probeGpus=*/true);
-    REQUIRE(o);
-    return *o;
-  };
-  auto o = RecoverWithout(pinned);
+  auto o = pinned.climb(/*probeGpus=*/true);
   CHECK(o.answers);
   CHECK(pinned.r.driver("0000:3b:00.0") == std::optional<std::string>("vfio-pci"));
   CHECK(pinned.r.driver("0000:3b:00.1") == std::optional<std::string>("snd_hda_intel"));
   CHECK_THAT(o.tried, Catch::VectorContains(std::string("probed 0000:3b:00.0: on vfio-pci")));
   // No override: what the kernel's probe takes it with (nvidia is not loaded: no driver, said so).
   Run bare(driverless("flr"));
-  o = RecoverWithout(bare);
+  o = bare.climb(/*probeGpus=*/true);
   CHECK(o.answers);
   CHECK_FALSE(bare.r.driver("0000:3b:00.0"));
   CHECK_THAT(o.tried,
